@@ -1,0 +1,66 @@
+# iobo: set-up, demo and tests. Every target does the set-up it needs once and
+# skips it afterwards (stamp files under .venv/).
+#
+#   make demo   tune a real parallel HDF5 write (VPIC-IO) on local MPI ranks
+#   make test   the test suite on the real stack (MPI, parallel HDF5, Parsl, Optuna)
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := demo
+
+VENV      := .venv
+PY        := $(VENV)/bin/python
+PIP       := $(PY) -m pip --disable-pip-version-check -q
+# MPICH everywhere: its ROMIO honours MPI-IO hints and ROMIO_HINTS, as Cray MPICH does.
+MPICC     := mpicc.mpich
+HDF5_PC   := hdf5-mpich
+APT_PKGS  := mpich libhdf5-mpich-dev pkg-config chromium chromium-driver
+
+DEMO_DIR     ?= demo-run
+DEMO_WORKDIR ?= /dev/shm/iobo-demo
+DEMO_TRIALS  ?= 30
+DEMO_RANKS   ?= 2
+
+.PHONY: setup demo test dashboard clean
+
+$(VENV)/.apt:
+	@if command -v $(MPICC) >/dev/null && pkg-config --exists $(HDF5_PC) && command -v chromium >/dev/null; then \
+	  echo "Debian packages present"; \
+	else \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS) >/dev/null; \
+	fi
+	@mkdir -p $(VENV) && touch $@
+
+$(VENV)/.python: $(VENV)/.apt
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install "setuptools==80.9.0" "wheel==0.45.1"
+	$(PIP) install numpy==2.4.6 "cython==3.3.1" pkgconfig==1.6.0
+	@touch $@
+
+# mpi4py and h5py are compiled against Debian's MPICH and its parallel HDF5
+# (--no-build-isolation: otherwise pip builds a private mpi4py, >20 GB of memory).
+$(VENV)/.mpi: $(VENV)/.python
+	CC=$(MPICC) MPICC=$(MPICC) $(PIP) install --no-binary=mpi4py --no-build-isolation mpi4py==4.1.2
+	CC=$(MPICC) HDF5_MPI=ON HDF5_PKGCONFIG_NAME=$(HDF5_PC) \
+	  $(PIP) install --no-binary=h5py --no-build-isolation h5py==3.16.0
+	$(PY) -c "import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 'h5py was built without MPI')"
+	@touch $@
+
+$(VENV)/.deps: $(VENV)/.mpi pyproject.toml
+	$(PIP) install torch==2.13.0
+	$(PIP) install -e '.[dev]'
+	@touch $@
+
+setup: $(VENV)/.deps
+
+demo: setup
+	DEMO_DIR=$(DEMO_DIR) DEMO_WORKDIR=$(DEMO_WORKDIR) DEMO_TRIALS=$(DEMO_TRIALS) DEMO_RANKS=$(DEMO_RANKS) \
+	  $(PY) -m iobo.demo
+
+test: setup
+	$(PY) -m pytest -q tests
+
+dashboard: setup
+	$(VENV)/bin/iobo dashboard sqlite:///$(DEMO_DIR)/iobo.db
+
+clean:
+	rm -rf $(DEMO_DIR) $(DEMO_WORKDIR) .pytest_cache

@@ -1,0 +1,75 @@
+"""The one exception root of iobo and its few specialisations.
+
+Every message states the rule that was broken, the value seen and the fix, so
+that a user reading a failed job's log knows what to change without the source.
+"""
+
+from __future__ import annotations
+
+
+class IoboError(Exception):
+    """Root of every error iobo raises on purpose."""
+
+
+class SpaceError(IoboError, ValueError):
+    """A parameter, value or constraint of a search space is invalid."""
+
+
+class ConfigError(IoboError, ValueError):
+    """A configuration (tuner, kernel, site) is invalid; raised before launch."""
+
+
+class KernelError(IoboError):
+    """A launched I/O kernel failed: non-zero exit, timeout or unreadable result.
+
+    Carries what a user needs to debug the job, as Parsl's ``SubmitException``
+    does: the command line, exit code, the tails of stdout and stderr, and the
+    working directory.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        command: list[str] | None = None,
+        returncode: int | None = None,
+        stdout_tail: str = "",
+        stderr_tail: str = "",
+        workdir: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.command = command or []
+        self.returncode = returncode
+        self.stdout_tail = stdout_tail
+        self.stderr_tail = stderr_tail
+        self.workdir = workdir
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        lines = [self.reason]
+        if self.command:
+            lines.append("command: " + " ".join(self.command))
+        if self.returncode is not None:
+            lines.append(f"exit code: {self.returncode}")
+        if self.workdir:
+            lines.append(f"workdir: {self.workdir}")
+        if self.stderr_tail:
+            lines.append("stderr tail:\n" + self.stderr_tail)
+        return "\n".join(lines)
+
+    def __reduce__(self):  # keep the fields when Parsl pickles the exception
+        return (
+            _rebuild_kernel_error,
+            (self.reason, self.command, self.returncode, self.stdout_tail, self.stderr_tail, self.workdir),
+        )
+
+
+def _rebuild_kernel_error(reason, command, returncode, stdout_tail, stderr_tail, workdir):
+    return KernelError(
+        reason,
+        command=command,
+        returncode=returncode,
+        stdout_tail=stdout_tail,
+        stderr_tail=stderr_tail,
+        workdir=workdir,
+    )

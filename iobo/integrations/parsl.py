@@ -1,0 +1,129 @@
+"""Trials as Parsl apps.
+
+Each trial is a Parsl ``python_app`` that runs one :class:`KernelJob`
+(``mpiexec -n R python -m <kernel>``) wherever the executor placed it and
+returns the result dict. :class:`ParslRunner` submits such apps through the
+DataFlowKernel already loaded by the user's pipeline if there is one (and
+leaves it loaded), or loads ``local_config`` (a HighThroughputExecutor on this
+machine) and cleans it up at the end.
+
+For a cluster, pass a Parsl ``Config`` with a Slurm provider: see
+``workflows/site_slurm.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from concurrent.futures import Future
+from pathlib import Path
+
+from iobo.launch import KernelJob
+
+
+def _kernel_trial(job: KernelJob) -> dict:
+    from iobo.launch import run_kernel
+
+    return run_kernel(job)
+
+
+def local_config(max_workers: int = 1, run_dir: str = "runinfo"):
+    """A HighThroughputExecutor with ``max_workers`` workers on this machine.
+
+    Each worker runs one trial at a time; the trial's MPI job then uses the
+    cores it asks for, so keep ``max_workers`` x ranks within the machine.
+    """
+    from parsl.config import Config
+    from parsl.executors import HighThroughputExecutor
+    from parsl.providers import LocalProvider
+
+    venv_bin = os.path.dirname(sys.executable)
+    return Config(
+        executors=[
+            HighThroughputExecutor(
+                label="iobo_local",
+                max_workers_per_node=max_workers,
+                cpu_affinity="none",
+                provider=LocalProvider(
+                    init_blocks=1,
+                    min_blocks=1,
+                    max_blocks=1,
+                    # the worker pool must find this environment's python and mpi4py
+                    worker_init=f'export PATH="{venv_bin}:$PATH"',
+                ),
+            )
+        ],
+        run_dir=run_dir,
+        strategy="none",
+        initialize_logging=True,
+    )
+
+
+def load_config_file(path: str):
+    """Load a Parsl ``Config`` from a Python file defining ``config`` (a site config)."""
+    import runpy
+
+    from iobo._errors import ConfigError
+
+    if not Path(path).is_file():
+        raise ConfigError(f"Parsl site config {path!r} does not exist; pass a Python file that defines `config`")
+    namespace = runpy.run_path(path)
+    config = namespace.get("config")
+    from parsl.config import Config
+
+    if not isinstance(config, Config):
+        raise ConfigError(
+            f"Parsl site config {path!r} must define `config = parsl.config.Config(...)`; "
+            f"found {type(config).__name__}"
+        )
+    return config
+
+
+def loaded_dfk():
+    """The DataFlowKernel the process already loaded, or None."""
+    from parsl.dataflow.dflow import DataFlowKernelLoader
+
+    return DataFlowKernelLoader._dfk
+
+
+class ParslRunner:
+    """Submits kernel jobs as Parsl apps; a context manager owning the DFK it loaded.
+
+    config: a Parsl ``Config`` to load when no DataFlowKernel is loaded yet
+    (default: ``local_config(max_workers)``); an already-loaded DFK is used
+    as it is and left loaded.
+    """
+
+    def __init__(self, config=None, max_workers: int = 1, run_dir: str = "runinfo", executor: str | None = None):
+        self._config = config
+        self._max_workers = max_workers
+        self._run_dir = run_dir
+        self._executor = executor
+        self._owned = None
+        self._app = None
+
+    def __enter__(self) -> "ParslRunner":
+        import parsl
+        from parsl import python_app
+
+        dfk = loaded_dfk()
+        if dfk is None:
+            config = self._config or local_config(self._max_workers, self._run_dir)
+            self._owned = dfk = parsl.load(config)
+        executors = [self._executor] if self._executor else "all"
+        self._app = python_app(_kernel_trial, data_flow_kernel=dfk, executors=executors, cache=False)
+        return self
+
+    def submit(self, job: KernelJob) -> Future:
+        if self._app is None:
+            raise RuntimeError("ParslRunner.submit called outside its `with` block")
+        return self._app(job)
+
+    def __exit__(self, *exc) -> None:
+        if self._owned is not None:
+            import parsl
+
+            self._owned.cleanup()
+            if loaded_dfk() is self._owned:
+                parsl.clear()
+            self._owned = None

@@ -1,0 +1,255 @@
+"""Launch one kernel run as an MPI job and turn its output into a result.
+
+This is what a trial executes wherever it was placed (a Parsl worker on a
+compute node, a Ray actor, or this process): write the configuration to the
+trial's directory, start ``mpiexec -n R python -m <kernel> ...``, stream its
+JSON lines, enforce a timeout, and return a plain dict (JSON-able, so any
+executor can ship it back).  A failed run raises :class:`KernelError` with the
+command, exit code and the tails of stdout and stderr.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iobo import kernels
+from iobo._errors import ConfigError, KernelError
+from iobo.config import IOConfig
+from iobo.measure import Measurement
+
+DEFAULT_MPIEXEC = os.environ.get("IOBO_MPIEXEC", "mpiexec.mpich")
+TAIL_LINES = 40
+
+
+class MPILauncher(abc.ABC):
+    """Builds the command line that starts ``argv`` on ``ranks`` MPI ranks."""
+
+    @abc.abstractmethod
+    def command(self, ranks: int, argv: list[str]) -> list[str]: ...
+
+    def check(self) -> None:
+        """Raise :class:`ConfigError` before launch if the launcher cannot run here."""
+
+
+@dataclass(frozen=True)
+class MpiexecLauncher(MPILauncher):
+    """``mpiexec -n R [extra...] argv``; ``executable`` must be on PATH.
+
+    Name the MPI flavour explicitly (``mpiexec.mpich``) when several are
+    installed, so kernel, mpi4py and h5py agree on one MPI.
+    """
+
+    executable: str = DEFAULT_MPIEXEC
+    extra_args: tuple[str, ...] = ()
+
+    def command(self, ranks, argv):
+        return [self.executable, "-n", str(ranks), *self.extra_args, *argv]
+
+    def check(self):
+        if shutil.which(self.executable) is None:
+            raise ConfigError(
+                f"MPI launcher {self.executable!r} is not on PATH; install MPICH "
+                f"(apt-get install mpich) or name your launcher with --mpiexec / IOBO_MPIEXEC"
+            )
+
+
+@dataclass(frozen=True)
+class ParslMPIPrefixLauncher(MPILauncher):
+    """Uses ``$PARSL_MPI_PREFIX``, which Parsl's MPI executors set per task.
+
+    Parsl computes the prefix (``srun``/``mpiexec``/``aprun`` with the task's
+    ``num_nodes`` and ``ranks_per_node``) from the resource specification; the
+    rank count is therefore fixed by Parsl, and ``ranks`` is only checked.
+    """
+
+    def command(self, ranks, argv):
+        prefix = os.environ.get("PARSL_MPI_PREFIX")
+        if not prefix:
+            raise ConfigError(
+                "PARSL_MPI_PREFIX is not set: this launcher runs only inside a Parsl MPI task "
+                "(an executor with enable_mpi_mode and a resource_specification); use MpiexecLauncher elsewhere"
+            )
+        return [*prefix.split(), *argv]
+
+
+@dataclass(frozen=True)
+class KernelJob:
+    """Everything one kernel run needs, picklable for any executor.
+
+    values: the configuration (parameter -> value); options: kernel options;
+    workdir: where the trial's directory is made (the file system under test);
+    timeout_s: wall-clock limit of the MPI job in seconds; keep: keep files.
+    """
+
+    kernel: str
+    values: Mapping[str, Any]
+    ranks: int
+    workdir: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    launcher: MPILauncher = field(default_factory=MpiexecLauncher)
+    timeout_s: float = 600.0
+    keep: bool = False
+    tag: str = ""
+
+    def validate(self) -> IOConfig:
+        """Every pre-launch check: kernel name, options, configuration, launcher."""
+        if not isinstance(self.ranks, int) or self.ranks < 1:
+            raise ConfigError(f"ranks must be a positive integer; got {self.ranks!r}")
+        if self.timeout_s <= 0:
+            raise ConfigError(f"timeout_s must be positive seconds; got {self.timeout_s!r}")
+        spec = kernels.get(self.kernel)
+        options = spec.resolve_options(self.options)
+        config = IOConfig.from_values(self.values, spec.space(), spec.workload(self.ranks, options))
+        self.launcher.check()
+        return config
+
+
+def run_kernel(job: KernelJob, on_step: Callable[[dict], None] | None = None) -> dict[str, Any]:
+    """Run ``job`` and return its result dict; raise :class:`KernelError` if it failed.
+
+    on_step, if given, is called with each step event as the kernel prints it
+    (for intermediate values / pruning).
+    """
+    config = job.validate()
+    spec = kernels.get(job.kernel)
+    options = spec.resolve_options(job.options)
+    trial_dir = Path(job.workdir) / f"trial-{job.tag or 'run'}-{uuid.uuid4().hex[:8]}"
+    out_dir = trial_dir / "out"
+    out_dir.mkdir(parents=True)
+    config_path = trial_dir / "config.json"
+    config_path.write_text(config.to_json())
+    argv = [sys.executable, "-m", spec.module, "--out", str(out_dir), "--config", str(config_path)]
+    argv += spec.argv({**options, "keep": job.keep or options.get("keep", False)})
+    command = job.launcher.command(job.ranks, argv)
+    try:
+        started = time.monotonic()
+        lines, stderr, code, timed_out = _run(command, trial_dir, job.timeout_s, on_step)
+        wall_s = time.monotonic() - started
+        if timed_out:
+            raise KernelError(
+                f"kernel {job.kernel!r} timed out after {job.timeout_s:g} s and was killed",
+                command=command, returncode=code, stdout_tail=_tail(lines), stderr_tail=_tail(stderr),
+                workdir=str(trial_dir),
+            )
+        if code != 0:
+            raise KernelError(
+                f"kernel {job.kernel!r} exited with code {code}",
+                command=command, returncode=code, stdout_tail=_tail(lines), stderr_tail=_tail(stderr),
+                workdir=str(trial_dir),
+            )
+        try:
+            measurement = Measurement.from_lines(lines)
+        except KernelError as exc:
+            raise KernelError(
+                exc.reason, command=command, returncode=code, stdout_tail=_tail(lines),
+                stderr_tail=_tail(stderr), workdir=str(trial_dir),
+            ) from None
+    finally:
+        if not job.keep:
+            shutil.rmtree(trial_dir, ignore_errors=True)
+    return {
+        "mb_per_s": measurement.mb_per_s,
+        "bytes": measurement.bytes,
+        "seconds": measurement.seconds,
+        "step_mb_per_s": measurement.step_mb_per_s(),
+        "result": dict(measurement.result),
+        "wall_seconds": wall_s,
+        "command": command,
+    }
+
+
+def _tail(lines: list[str]) -> str:
+    return "\n".join(line.rstrip("\n") for line in lines[-TAIL_LINES:])
+
+
+def _step_event(line: str) -> dict | None:
+    """The step event a stdout line carries, or None."""
+    if not line.startswith("{"):
+        return None
+    try:
+        event = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return event if isinstance(event, dict) and event.get("event") == "step" else None
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM if the launching process dies (Linux prctl)."""
+    os.setsid()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _run(command, cwd, timeout_s, on_step):
+    """Start ``command`` in its own process group; return (stdout lines, stderr lines, code, timed_out)."""
+    try:
+        proc = subprocess.Popen(
+            command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=_die_with_parent,
+        )
+    except FileNotFoundError as exc:
+        raise ConfigError(f"cannot start {command[0]!r}: {exc}; is it installed and on PATH?") from None
+    stdout: list[str] = []
+    stderr: list[str] = []
+
+    def pump_stdout():
+        for line in proc.stdout:
+            stdout.append(line)
+            event = _step_event(line) if on_step else None
+            if event is not None:
+                try:
+                    on_step(event)
+                except Exception as exc:  # a failing callback must not lose the run
+                    stderr.append(f"iobo: step callback failed: {exc!r}\n")
+
+    def pump_stderr():
+        for line in proc.stderr:
+            stderr.append(line)
+            del stderr[:-200]
+
+    readers = [threading.Thread(target=pump_stdout, daemon=True), threading.Thread(target=pump_stderr, daemon=True)]
+    for reader in readers:
+        reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc)
+    except BaseException:  # KeyboardInterrupt: do not leave the MPI job running
+        _kill_group(proc)
+        raise
+    for reader in readers:
+        reader.join(timeout=5)
+    return stdout, stderr, proc.returncode, timed_out
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the job's process group, SIGKILL after 5 s."""
+    for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue

@@ -1,0 +1,140 @@
+"""Measurements and the metrics the literature reports.
+
+Units: bytes, seconds, and MB/s with MB = 10**6 bytes (as IOR and the
+H5Tuner/TunIO papers report). Tuning time for RoTI is in minutes.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from iobo._errors import KernelError
+
+MB = 1_000_000
+
+
+def bandwidth_mb_per_s(nbytes: int, seconds: float) -> float:
+    """Bytes moved over seconds (open + transfer + close, max over ranks), in MB/s."""
+    if seconds <= 0:
+        raise ValueError(f"seconds must be positive to compute a bandwidth; got {seconds!r}")
+    return nbytes / seconds / MB
+
+
+def mixed_objective(read_mb_per_s: float, write_mb_per_s: float, bytes_read: int, bytes_written: int) -> float:
+    """TunIO's objective ``(1 - a) * BW_read + a * BW_write``, ``a`` = share of bytes written."""
+    moved = bytes_read + bytes_written
+    if moved <= 0:
+        raise ValueError("a mixed objective needs some bytes moved")
+    a = bytes_written / moved
+    return (1 - a) * read_mb_per_s + a * write_mb_per_s
+
+
+def roti(best_mb_per_s: float, default_mb_per_s: float, tuning_minutes: float) -> float:
+    """Return on tuning investment: MB/s gained over the default per minute of tuning."""
+    if tuning_minutes <= 0:
+        return 0.0
+    return (best_mb_per_s - default_mb_per_s) / tuning_minutes
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Median and spread of repeated measurements (MB/s)."""
+
+    values: tuple[float, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    @property
+    def low(self) -> float:
+        return min(self.values)
+
+    @property
+    def high(self) -> float:
+        return max(self.values)
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation (stdev / mean); 0 for fewer than two values."""
+        if self.n < 2:
+            return 0.0
+        return statistics.stdev(self.values) / statistics.fmean(self.values)
+
+    def describe(self, unit: str = "MB/s") -> str:
+        return (
+            f"{self.median:,.0f} {unit} median of {self.n} "
+            f"(min {self.low:,.0f}, max {self.high:,.0f}, CV {100 * self.cv:.0f}%)"
+        )
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one kernel run reported: its final JSON result and its step lines."""
+
+    mb_per_s: float
+    bytes: int
+    seconds: float
+    steps: tuple[Mapping[str, Any], ...] = ()
+    result: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_lines(cls, lines: Sequence[str]) -> "Measurement":
+        """Parse a kernel's stdout: JSON step lines and one final result line."""
+        import json
+
+        steps, result = [], None
+        for line in lines:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if event.get("event") == "step":
+                steps.append(event)
+            elif event.get("event") == "result":
+                result = event
+        if result is None:
+            raise KernelError("the kernel printed no final result line ({\"event\": \"result\", ...})")
+        for key in ("mb_per_s", "bytes", "seconds"):
+            if key not in result:
+                raise KernelError(f"the kernel's result line lacks {key!r}: {result}")
+        return cls(float(result["mb_per_s"]), int(result["bytes"]), float(result["seconds"]), tuple(steps), result)
+
+    def step_mb_per_s(self) -> list[float]:
+        return [float(s["mb_per_s"]) for s in self.steps]
+
+
+def raw_write_mb_per_s(directory: str, mib: int = 256) -> float:
+    """Sequential write bandwidth of the storage under ``directory`` (MB/s).
+
+    ``dd`` of ``mib`` MiB from /dev/zero with ``conv=fdatasync``, so the time
+    includes flushing to the device (on tmpfs the flush is free).
+    """
+    import os
+    import re
+    import subprocess
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="iobo-dd-", dir=directory)
+    os.close(fd)
+    try:
+        done = subprocess.run(
+            ["dd", "if=/dev/zero", f"of={path}", "bs=1M", f"count={mib}", "conv=fdatasync"],
+            capture_output=True, text=True, check=False,
+        )
+    finally:
+        os.unlink(path)
+    match = re.search(r"^(\d+) bytes .* copied, ([\d.]+) s", done.stderr, re.MULTILINE)
+    if done.returncode != 0 or not match:
+        raise KernelError("dd failed to measure the raw write bandwidth", stderr_tail=done.stderr[-2000:])
+    return bandwidth_mb_per_s(int(match.group(1)), float(match.group(2)))

@@ -1,0 +1,333 @@
+"""The tuning loop: an Optuna study whose trials are kernel runs.
+
+``Tuner.run()`` opens (or resumes) the study, measures the system default
+first (``default_repeats`` trials, the baseline), then asks the sampler for
+configurations, keeping up to ``max_in_flight`` trials running as Parsl apps,
+and tells Optuna each bandwidth (MB/s, maximised) or FAIL with the stderr
+tail.  Ctrl-C or SIGTERM marks the running trials FAIL and keeps every
+finished one; running ``tune`` again on the same study resumes it and marks
+trials left RUNNING by a killed tuner as FAIL.
+
+``Tuner.confirm()`` re-measures the default and the best configuration,
+interleaved, so the speedup is not one lucky run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iobo import kernels
+from iobo._errors import ConfigError, KernelError
+from iobo.config import IOConfig
+from iobo.launch import KernelJob, MPILauncher, MpiexecLauncher
+from iobo.space import Space
+
+DEFAULT_STORAGE = "sqlite:///iobo.db"
+METRIC_NAME = "bandwidth (MB/s)"
+ROLE_DEFAULT, ROLE_SEARCH = "default", "search"
+ROLE_CONFIRM_DEFAULT, ROLE_CONFIRM_BEST = "confirm-default", "confirm-best"
+STUDY_KEYS = ("kernel", "ranks", "kernel_options")
+
+
+@dataclass
+class Tuner:
+    """Tune one kernel's I/O configuration.
+
+    kernel: registered kernel name; ranks: MPI ranks per trial; trials: total
+    finished trials the study should hold (default runs included; a resumed
+    study continues to this count); storage: any Optuna storage URL; study:
+    the study name; workdir: directory on the file system under test where
+    trials write; kernel_options: options of the kernel (e.g. particles);
+    space: search space (default: the kernel's); sampler: an Optuna sampler
+    (default: iobo's GP sampler, or TPE); max_in_flight: trials running at
+    once; default_repeats: runs of the system default (>= 3); timeout_s: per
+    trial limit in seconds; parsl_config: a Parsl Config used when no
+    DataFlowKernel is loaded; echo: where progress lines go (None: silent).
+    """
+
+    kernel: str = "vpic"
+    ranks: int = 2
+    trials: int = 30
+    storage: str = DEFAULT_STORAGE
+    study: str | None = None
+    workdir: str = "iobo-work"
+    kernel_options: Mapping[str, Any] = field(default_factory=dict)
+    space: Space | None = None
+    sampler: Any = None
+    seed: int = 0
+    max_in_flight: int = 1
+    default_repeats: int = 3
+    timeout_s: float = 600.0
+    launcher: MPILauncher = field(default_factory=MpiexecLauncher)
+    parsl_config: Any = None
+    echo: Callable[[str], None] | None = print
+
+    def __post_init__(self) -> None:
+        spec = kernels.get(self.kernel)
+        self.kernel_options = spec.resolve_options(self.kernel_options)
+        self.space = self.space or spec.space()
+        self.workload = spec.workload(self.ranks, self.kernel_options) if isinstance(self.ranks, int) else None
+        self.study = self.study or f"{self.kernel}-{self.ranks}ranks"
+        checks = [
+            (isinstance(self.ranks, int) and self.ranks >= 1, f"ranks must be a positive integer; got {self.ranks!r}"),
+            (isinstance(self.trials, int) and self.trials >= 1, f"trials must be a positive integer; got {self.trials!r}"),
+            (isinstance(self.max_in_flight, int) and self.max_in_flight >= 1,
+             f"max_in_flight must be a positive integer; got {self.max_in_flight!r}"),
+            (isinstance(self.default_repeats, int) and self.default_repeats >= 3,
+             f"default_repeats must be >= 3 (the baseline needs a spread); got {self.default_repeats!r}"),
+            (self.timeout_s > 0, f"timeout_s must be positive seconds; got {self.timeout_s!r}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+        if self.trials < self.default_repeats + 1:
+            raise ConfigError(
+                f"trials={self.trials} leaves no search trial after {self.default_repeats} default runs; "
+                f"allowed: trials >= {self.default_repeats + 1}"
+            )
+        # the default must itself be valid for this workload (e.g. chunk vs dataset)
+        IOConfig.from_values(self.space.default(), self.space, self.workload)
+        self.launcher.check()
+        Path(self.workdir).mkdir(parents=True, exist_ok=True)
+
+    # -- public API ------------------------------------------------------------
+    def run(self):
+        """Tune until the study holds ``trials`` finished trials; returns the study."""
+        study = self.open_study()
+        self._fail_stale(study)
+        self._enqueue_defaults(study)
+        finished = _count_finished(study)
+        self._say(f"study {self.study!r} in {self.storage}: {finished} finished trial(s), target {self.trials}")
+        self._loop(study, asks=max(0, self.trials - finished))
+        return study
+
+    def confirm(self, repeats: int = 5):
+        """Re-measure default and best ``repeats`` times each, interleaved; returns the study."""
+        if repeats < 1:
+            raise ConfigError(f"repeats must be >= 1; got {repeats!r}")
+        study = self.open_study()
+        best = best_trial(study)
+        if best is None:
+            raise ConfigError(f"study {self.study!r} has no completed trial to confirm; run `iobo tune` first")
+        default = self.space.default()
+        for _ in range(repeats):
+            study.enqueue_trial(default, user_attrs={"role": ROLE_CONFIRM_DEFAULT})
+            study.enqueue_trial(dict(best.params), user_attrs={"role": ROLE_CONFIRM_BEST})
+        self._say(f"re-measuring default and best (trial {best.number}) {repeats} times each, interleaved")
+        self._loop(study, asks=2 * repeats)
+        return study
+
+    def open_study(self):
+        """Create or load the study; a loaded one must have been made for the same workload."""
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.create_study(
+            storage=self.storage,
+            study_name=self.study,
+            direction="maximize",
+            sampler=self.sampler or default_sampler(self.seed),
+            load_if_exists=True,
+        )
+        mine = {"kernel": self.kernel, "ranks": self.ranks, "kernel_options": dict(self.kernel_options)}
+        stored = {k: study.user_attrs[k] for k in STUDY_KEYS if k in study.user_attrs}
+        if stored and stored != mine:
+            raise ConfigError(
+                f"study {self.study!r} was made for {stored}; this run asks for {mine}: "
+                f"use another --study name or the same kernel, ranks and options"
+            )
+        if not stored:
+            for key, value in mine.items():
+                study.set_user_attr(key, value)
+            study.set_user_attr("space", list(self.space.names))
+            study.set_metric_names([METRIC_NAME])
+        return study
+
+    # -- the loop --------------------------------------------------------------
+    def _loop(self, study, asks: int) -> None:
+        from iobo.integrations.parsl import ParslRunner
+
+        running: dict[Future, Any] = {}
+        with _sigterm_as_interrupt(), ParslRunner(
+            self.parsl_config, self.max_in_flight, str(Path(self.workdir) / "runinfo")
+        ) as runner:
+            try:
+                while asks > 0 or running:
+                    while asks > 0 and len(running) < self.max_in_flight:
+                        asks -= 1
+                        trial, job = self._start(study)
+                        running[runner.submit(job)] = trial
+                    done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                    for future in done:
+                        self._finish(study, running.pop(future), future)
+            except KeyboardInterrupt:
+                for future, trial in running.items():
+                    future.cancel()
+                    trial.set_user_attr("fail_reason", "interrupted: the tuner was stopped while this trial ran")
+                    study.tell(trial, state=_state("FAIL"))
+                self._say(f"interrupted: {len(running)} running trial(s) marked FAIL; finished trials kept")
+                raise
+
+    def _start(self, study):
+        trial = study.ask()
+        role = trial.user_attrs.get("role", ROLE_SEARCH)
+        values, repaired = self.space.suggest(trial, self.workload)
+        trial.set_user_attr("role", role)
+        trial.set_user_attr("config", values)
+        trial.set_user_attr("owner", _owner())
+        if repaired:
+            trial.set_user_attr("repaired", repaired)
+        job = KernelJob(
+            kernel=self.kernel, values=values, ranks=self.ranks, workdir=self.workdir,
+            options=self.kernel_options, launcher=self.launcher, timeout_s=self.timeout_s,
+            tag=f"{trial.number}",
+        )
+        trial.set_user_attr("started_unix", time.time())
+        return trial, job
+
+    def _finish(self, study, trial, future: Future) -> None:
+        role = trial.user_attrs.get("role", ROLE_SEARCH)
+        try:
+            outcome = future.result()
+        except KernelError as exc:
+            trial.set_user_attr("fail_reason", exc.reason)
+            trial.set_user_attr("stderr_tail", exc.stderr_tail[-4000:])
+            trial.set_user_attr("returncode", exc.returncode)
+            study.tell(trial, state=_state("FAIL"))
+            self._say(f"trial {trial.number:3d} [{role}] FAILED: {exc.reason}")
+            return
+        except Exception as exc:  # executor/worker failure: keep the study going
+            trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}"[:2000])
+            study.tell(trial, state=_state("FAIL"))
+            self._say(f"trial {trial.number:3d} [{role}] FAILED: {type(exc).__name__}: {exc}")
+            return
+        result = outcome["result"]
+        attrs = {
+            "bytes": outcome["bytes"],
+            "seconds": outcome["seconds"],
+            "step_mb_per_s": outcome["step_mb_per_s"],
+            "wall_seconds": round(outcome["wall_seconds"], 3),
+            "effective": result.get("effective", {}),
+            "hints": result.get("hints", {}),
+            "requested_hints": result.get("requested_hints", {}),
+            "not_applied": result.get("not_applied", {}),
+            "fs_type": result.get("fs_type"),
+            "command": " ".join(outcome["command"]),
+        }
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
+        study.tell(trial, outcome["mb_per_s"])
+        best = best_trial(study)
+        changed = IOConfig(trial.user_attrs["config"], self.space).changed()
+        self._say(
+            f"trial {trial.number:3d} [{role}] {outcome['mb_per_s']:9,.0f} MB/s   "
+            f"best {best.value:9,.0f} MB/s (trial {best.number})   "
+            f"{_short(changed) or 'system default'}"
+        )
+
+    # -- resume ----------------------------------------------------------------
+    def _fail_stale(self, study) -> None:
+        """Mark FAIL the trials a killed tuner on this host left RUNNING."""
+        host = socket.gethostname()
+        for trial in study.get_trials(deepcopy=False, states=(_state("RUNNING"),)):
+            owner = trial.user_attrs.get("owner", "")
+            owner_host, _, pid = owner.rpartition(":")
+            if owner_host != host or not pid.isdigit() or _alive(int(pid)):
+                continue
+            import optuna
+
+            optuna.Trial(study, trial._trial_id).set_user_attr(
+                "fail_reason", f"stale: its tuner ({owner}) died while it ran"
+            )
+            study.tell(trial.number, state=_state("FAIL"))
+            self._say(f"trial {trial.number} was left RUNNING by a dead tuner ({owner}): marked FAIL")
+
+    def _enqueue_defaults(self, study) -> None:
+        """Queue system-default runs until the study has ``default_repeats`` of them."""
+        have = sum(
+            1
+            for t in study.get_trials(deepcopy=False, states=(_state("COMPLETE"), _state("WAITING")))
+            if t.user_attrs.get("role") == ROLE_DEFAULT
+        )
+        for _ in range(self.default_repeats - have):
+            study.enqueue_trial(self.space.default(), user_attrs={"role": ROLE_DEFAULT})
+
+    def _say(self, line: str) -> None:
+        if self.echo:
+            self.echo(line)
+
+
+def default_sampler(seed: int = 0):
+    """iobo's GP sampler when available, else Optuna's multivariate TPE."""
+    try:
+        from iobo.samplers import GPSampler
+    except ImportError:
+        import optuna
+
+        return optuna.samplers.TPESampler(multivariate=True, constant_liar=True, seed=seed, n_startup_trials=5)
+    return GPSampler(seed=seed)
+
+
+def best_trial(study):
+    """The completed trial with the highest bandwidth, or None."""
+    complete = study.get_trials(deepcopy=False, states=(_state("COMPLETE"),))
+    return max(complete, key=lambda t: t.value) if complete else None
+
+
+def _count_finished(study) -> int:
+    finished = (_state("COMPLETE"), _state("FAIL"), _state("PRUNED"))
+    return sum(1 for t in study.get_trials(deepcopy=False, states=finished)
+               if t.user_attrs.get("role", ROLE_SEARCH) in (ROLE_DEFAULT, ROLE_SEARCH))
+
+
+def _state(name: str):
+    from optuna.trial import TrialState
+
+    return TrialState[name]
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _short(values: Mapping[str, Any], limit: int = 6) -> str:
+    items = [f"{k}={v}" for k, v in values.items()]
+    return ", ".join(items[:limit]) + (" ..." if len(items) > limit else "")
+
+
+class _sigterm_as_interrupt:
+    """Within the block, SIGTERM raises KeyboardInterrupt (so the study is left consistent)."""
+
+    def __enter__(self):
+        self._previous = signal.getsignal(signal.SIGTERM)
+        try:
+            signal.signal(signal.SIGTERM, self._raise)
+        except ValueError:  # not the main thread: leave signals alone
+            self._previous = None
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)

@@ -1,0 +1,153 @@
+"""The tuning loop on the real stack: MPI ranks, parallel HDF5, Parsl, SQLite."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from iobo import ConfigError, kernels
+from iobo.kernels import KernelSpec, vpic
+from iobo.tuner import ROLE_DEFAULT, Tuner
+
+from conftest import SMALL_VPIC
+
+SUPPORT = Path(__file__).parent / "support"
+
+
+def tpe(seed=0):
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=2)
+
+
+def test_short_study_stores_complete_trials_with_their_attrs(storage, scratch):
+    tuner = Tuner(kernel="vpic", ranks=2, trials=5, storage=storage, study="s", workdir=str(scratch),
+                  kernel_options=SMALL_VPIC, sampler=tpe(), echo=None)
+    study = tuner.run()
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 5
+    assert [t.user_attrs["role"] for t in trials[:3]] == [ROLE_DEFAULT] * 3
+    assert all(t.params == trials[0].params for t in trials[:3])  # the default, three times
+    first = trials[0]
+    assert first.value > 0
+    assert first.user_attrs["bytes"] == 2 * SMALL_VPIC["particles"] * 8 * 4 * SMALL_VPIC["steps"]
+    assert len(first.user_attrs["step_mb_per_s"]) == SMALL_VPIC["steps"]
+    for key in ("config", "effective", "hints", "wall_seconds", "command", "not_applied"):
+        assert key in first.user_attrs, key
+    assert "cb_buffer_size" in first.user_attrs["hints"]  # ROMIO reports its hints in effect
+    assert study.metric_names == ["bandwidth (MB/s)"]
+    assert not list(scratch.glob("trial-*"))  # trial directories are cleaned up
+
+
+def test_a_failing_configuration_is_told_fail_and_the_study_goes_on(storage, scratch, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", f"{SUPPORT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    kernels.register(KernelSpec(name="faulty", module="faulty_vpic", space=vpic.space, workload=vpic.workload,
+                                options=dict(vpic.SPEC.options), check_options=vpic.check_options))
+    try:
+        tuner = Tuner(kernel="faulty", ranks=2, trials=6, storage=storage, study="f", workdir=str(scratch),
+                      kernel_options=SMALL_VPIC, sampler=tpe(), echo=None)
+        study = tuner.open_study()
+        study.enqueue_trial({**tuner.space.default(), "romio_ds_write": "disable"})
+        tuner.run()
+    finally:
+        kernels._REGISTRY.pop("faulty")
+    trials = study.get_trials()
+    assert len(trials) == 6
+    failed = [t for t in trials if t.state == TrialState.FAIL]
+    assert len(failed) == 1 and failed[0].params["romio_ds_write"] == "disable"
+    assert "injected failure" in failed[0].user_attrs["stderr_tail"]
+    assert failed[0].user_attrs["returncode"] != 0
+    assert sum(t.state == TrialState.COMPLETE for t in trials) == 5
+
+
+def test_a_trial_that_hangs_times_out_as_fail(storage, scratch):
+    tuner = Tuner(kernel="vpic", ranks=2, trials=4, storage=storage, study="t", workdir=str(scratch),
+                  kernel_options=SMALL_VPIC, sampler=tpe(), timeout_s=0.2, echo=None)
+    study = tuner.run()
+    trials = study.get_trials()
+    assert all(t.state == TrialState.FAIL for t in trials)
+    assert "timed out after 0.2 s" in trials[0].user_attrs["fail_reason"]
+
+
+def _tune_cli(storage, scratch, trials):
+    return [sys.executable, "-m", "iobo.cli", "tune", "vpic", "--ranks", "2", "--trials", str(trials),
+            "--storage", storage, "--study", "r", "--workdir", str(scratch), "--sampler", "tpe",
+            "--option", f"particles={SMALL_VPIC['particles']}", "--option", f"steps={SMALL_VPIC['steps']}"]
+
+
+def _wait_for_complete(storage, n, timeout_s=120):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            study = optuna.load_study(study_name="r", storage=storage)
+            if sum(t.state == TrialState.COMPLETE for t in study.get_trials()) >= n:
+                return study
+        except KeyError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"no {n} complete trials within {timeout_s} s")
+
+
+def test_a_killed_tuner_resumes(storage, scratch):
+    proc = subprocess.Popen(_tune_cli(storage, scratch, 7), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for_complete(storage, 3)
+    os.killpg(proc.pid, signal.SIGKILL)  # the tuner and its Parsl workers die at once
+    proc.wait()
+    done = subprocess.run(_tune_cli(storage, scratch, 7), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    trials = optuna.load_study(study_name="r", storage=storage).get_trials()
+    states = [t.state for t in trials]
+    assert TrialState.RUNNING not in states
+    finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.FAIL)]
+    assert len(finished) >= 7
+    stale = [t for t in trials if "stale" in t.user_attrs.get("fail_reason", "")]
+    assert len(stale) <= 1  # at most the one trial that was running when killed
+    assert sum(t.state == TrialState.COMPLETE for t in trials) >= 6
+
+
+def test_ctrl_c_leaves_the_study_consistent(storage, scratch):
+    proc = subprocess.Popen(_tune_cli(storage, scratch, 30), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    _wait_for_complete(storage, 2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "run the same command to resume" in err
+    trials = optuna.load_study(study_name="r", storage=storage).get_trials()
+    assert TrialState.RUNNING not in [t.state for t in trials]
+    assert sum(t.state == TrialState.COMPLETE for t in trials) >= 2
+
+
+@pytest.mark.parametrize(
+    "kwargs, pattern",
+    [
+        ({"kernel": "nope"}, "unknown kernel 'nope'; known kernels: .*vpic"),
+        ({"ranks": 0}, "ranks must be a positive integer; got 0"),
+        ({"trials": 3}, "leaves no search trial"),
+        ({"kernel_options": {"particles": 0}}, "particles"),
+        ({"kernel_options": {"bogus": 1}}, r"kernel 'vpic' has no option\(s\) \['bogus'\]"),
+        ({"default_repeats": 1}, "default_repeats must be >= 3"),
+    ],
+)
+def test_invalid_tuner_settings_are_rejected_before_launch(storage, scratch, kwargs, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        Tuner(storage=storage, workdir=str(scratch), echo=None, **kwargs)
+    assert not list(scratch.glob("trial-*"))
+
+
+def test_missing_mpiexec_is_a_clear_error(storage, scratch):
+    from iobo.launch import MpiexecLauncher
+
+    with pytest.raises(ConfigError, match="'mpiexec.nosuch' is not on PATH; install MPICH"):
+        Tuner(storage=storage, workdir=str(scratch), launcher=MpiexecLauncher("mpiexec.nosuch"), echo=None)
+
+
+def test_a_study_made_for_another_workload_is_not_mixed(storage, scratch):
+    Tuner(storage=storage, study="x", workdir=str(scratch), ranks=2, echo=None).open_study()
+    with pytest.raises(ConfigError, match="study 'x' was made for .*use another --study"):
+        Tuner(storage=storage, study="x", workdir=str(scratch), ranks=1, echo=None).open_study()
