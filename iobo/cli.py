@@ -1,4 +1,4 @@
-"""``iobo`` command line: tune, confirm, best, export, report, space, kernels, dashboard.
+"""``iobo`` command line: tune, confirm, best, export, report, space, kernels, characterize, dashboard.
 
 Every command takes ``--storage URL`` (any Optuna storage; default
 ``sqlite:///iobo.db``) and ``--study NAME`` (optional when the storage holds
@@ -78,6 +78,10 @@ def _parser() -> argparse.ArgumentParser:
     space.add_argument("kernel")
 
     sub.add_parser("kernels", help="list the registered kernels")
+
+    characterize = sub.add_parser("characterize", help="characterise the I/O of a Darshan log")
+    characterize.add_argument("log", help="a Darshan log file (*.darshan)")
+    characterize.add_argument("--json", action="store_true", help="print the characterisation as JSON")
 
     dash = sub.add_parser("dashboard", help="serve optuna-dashboard on a study storage")
     dash.add_argument("storage_url", nargs="?", default=DEFAULT_STORAGE)
@@ -181,6 +185,12 @@ def _dispatch(args) -> int:
             tuner.confirm(args.confirm)
         print()
         print(build_report(study).text())
+        return 0
+    if args.command == "characterize":
+        from iobo.integrations.darshan import characterize, format_characterization
+
+        found = characterize(args.log)
+        print(json.dumps(found.as_dict(), indent=2) if args.json else format_characterization(found))
         return 0
     if args.command == "dashboard":
         from iobo.integrations.dashboard import serve
