@@ -89,12 +89,14 @@ class ParslMPIPrefixLauncher(MPILauncher):
 class KernelJob:
     """Everything one kernel run needs, picklable for any executor.
 
-    values: the configuration (parameter -> value); options: kernel options;
+    kernel: a registered name or the ``KernelSpec`` itself (ship the spec when
+    the kernel was registered in this process only: workers elsewhere have
+    their own registry); values: the configuration (parameter -> value); options: kernel options;
     workdir: where the trial's directory is made (the file system under test);
     timeout_s: wall-clock limit of the MPI job in seconds; keep: keep files.
     """
 
-    kernel: str
+    kernel: str | kernels.KernelSpec
     values: Mapping[str, Any]
     ranks: int
     workdir: str

@@ -18,7 +18,8 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,21 @@ from iobo.launch import KernelJob, MPILauncher, MpiexecLauncher
 from iobo.space import Space
 
 DEFAULT_STORAGE = "sqlite:///iobo.db"
+
+
+class TunerCallback:
+    """Hooks into the loop (progress display, dashboard notes...); override what you need.
+
+    ``trial`` is the finished ``FrozenTrial`` (COMPLETE or FAIL); ``running``
+    the number of trials still in flight.
+    """
+
+    def loop_started(self, study, asks: int) -> None: ...
+
+    def trial_finished(self, study, trial, running: int) -> None: ...
+
+    def loop_finished(self, study) -> None: ...
+
 METRIC_NAME = "bandwidth (MB/s)"
 ROLE_DEFAULT, ROLE_SEARCH = "default", "search"
 ROLE_CONFIRM_DEFAULT, ROLE_CONFIRM_BEST = "confirm-default", "confirm-best"
@@ -50,7 +66,8 @@ class Tuner:
     (default: iobo's GP sampler, or TPE); max_in_flight: trials running at
     once; default_repeats: runs of the system default (>= 3); timeout_s: per
     trial limit in seconds; parsl_config: a Parsl Config used when no
-    DataFlowKernel is loaded; echo: where progress lines go (None: silent).
+    DataFlowKernel is loaded; echo: where progress lines go (None: silent);
+    callbacks: :class:`TunerCallback` hooks.
     """
 
     kernel: str = "vpic"
@@ -69,13 +86,9 @@ class Tuner:
     launcher: MPILauncher = field(default_factory=MpiexecLauncher)
     parsl_config: Any = None
     echo: Callable[[str], None] | None = print
+    callbacks: Sequence[TunerCallback] = ()
 
     def __post_init__(self) -> None:
-        spec = kernels.get(self.kernel)
-        self.kernel_options = spec.resolve_options(self.kernel_options)
-        self.space = self.space or spec.space()
-        self.workload = spec.workload(self.ranks, self.kernel_options) if isinstance(self.ranks, int) else None
-        self.study = self.study or f"{self.kernel}-{self.ranks}ranks"
         checks = [
             (isinstance(self.ranks, int) and self.ranks >= 1, f"ranks must be a positive integer; got {self.ranks!r}"),
             (isinstance(self.trials, int) and self.trials >= 1, f"trials must be a positive integer; got {self.trials!r}"),
@@ -88,6 +101,11 @@ class Tuner:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        spec = kernels.get(self.kernel)
+        self.kernel_options = spec.resolve_options(self.kernel_options)
+        self.space = self.space or spec.space()
+        self.workload = spec.workload(self.ranks, self.kernel_options)
+        self.study = self.study or f"{self.kernel}-{self.ranks}ranks"
         if self.trials < self.default_repeats + 1:
             raise ConfigError(
                 f"trials={self.trials} leaves no search trial after {self.default_repeats} default runs; "
@@ -148,7 +166,9 @@ class Tuner:
             for key, value in mine.items():
                 study.set_user_attr(key, value)
             study.set_user_attr("space", list(self.space.names))
-            study.set_metric_names([METRIC_NAME])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                study.set_metric_names([METRIC_NAME])
         return study
 
     # -- the loop --------------------------------------------------------------
@@ -156,6 +176,8 @@ class Tuner:
         from iobo.integrations.parsl import ParslRunner
 
         running: dict[Future, Any] = {}
+        for callback in self.callbacks:
+            callback.loop_started(study, asks)
         with _sigterm_as_interrupt(), ParslRunner(
             self.parsl_config, self.max_in_flight, str(Path(self.workdir) / "runinfo")
         ) as runner:
@@ -167,26 +189,33 @@ class Tuner:
                         running[runner.submit(job)] = trial
                     done, _ = wait(list(running), return_when=FIRST_COMPLETED)
                     for future in done:
-                        self._finish(study, running.pop(future), future)
+                        trial = running.pop(future)
+                        self._finish(study, trial, future)
+                        frozen = study.get_trials(deepcopy=False)[trial.number]
+                        for callback in self.callbacks:
+                            callback.trial_finished(study, frozen, len(running))
             except KeyboardInterrupt:
-                for future, trial in running.items():
-                    future.cancel()
+                # Parsl futures cannot be cancelled; the executor's shutdown stops the
+                # workers, and each MPI job dies with its worker (launch._die_with_parent).
+                for trial in running.values():
                     trial.set_user_attr("fail_reason", "interrupted: the tuner was stopped while this trial ran")
                     study.tell(trial, state=_state("FAIL"))
                 self._say(f"interrupted: {len(running)} running trial(s) marked FAIL; finished trials kept")
                 raise
+        for callback in self.callbacks:
+            callback.loop_finished(study)
 
     def _start(self, study):
         trial = study.ask()
+        trial.set_user_attr("owner", _owner())  # first: a resumed study can tell whose trial this is
         role = trial.user_attrs.get("role", ROLE_SEARCH)
         values, repaired = self.space.suggest(trial, self.workload)
         trial.set_user_attr("role", role)
         trial.set_user_attr("config", values)
-        trial.set_user_attr("owner", _owner())
         if repaired:
             trial.set_user_attr("repaired", repaired)
         job = KernelJob(
-            kernel=self.kernel, values=values, ranks=self.ranks, workdir=self.workdir,
+            kernel=kernels.get(self.kernel), values=values, ranks=self.ranks, workdir=self.workdir,
             options=self.kernel_options, launcher=self.launcher, timeout_s=self.timeout_s,
             tag=f"{trial.number}",
         )

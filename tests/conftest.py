@@ -7,9 +7,6 @@ from pathlib import Path
 
 import pytest
 
-# Small enough for 2 ranks on this 2-core machine, big enough to be real I/O.
-SMALL_VPIC = {"particles": 16384, "steps": 2}
-
 
 @pytest.fixture
 def scratch():

@@ -8,7 +8,7 @@ import pytest
 
 from iobo.cli import main
 
-from conftest import SMALL_VPIC
+from support.sizes import SMALL_VPIC
 
 
 def run(capsys, *argv):

@@ -5,7 +5,7 @@ import pytest
 from iobo import ConfigError, KernelError, SpaceError
 from iobo.launch import KernelJob, MpiexecLauncher, ParslMPIPrefixLauncher, run_kernel
 
-from conftest import SMALL_VPIC
+from support.sizes import SMALL_VPIC
 
 
 def job(scratch, **kw):

@@ -1,25 +1,33 @@
 """Report figures computed from stored trials (a real SQLite study, known values)."""
 
 import datetime as dt
+import json
+import statistics
 
 import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
+from optuna_dashboard import get_note
 
-from iobo.report import build_report
-from iobo.tuner import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH
+from iobo import kernels
+from iobo.cli import main
+from iobo.report import MIN_IMPORTANCE_TRIALS, bootstrap_speedup, build_report, param_importances
+from iobo.space import format_value
+from iobo.tuner import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH, Tuner
+
+from support.sizes import SMALL_VPIC
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
 
 
-def add(study, value, role, minute, files="shared", state=TrialState.COMPLETE):
-    """A finished trial that started at T0 + minute - 1 and ended at T0 + minute."""
+def add(study, value, role, minute, files="shared", state=TrialState.COMPLETE, **attrs):
+    """A finished trial that started at T0 + minute - 1 and ended at T0 + minute; ``attrs``: more user attrs."""
     study.add_trial(FrozenTrial(
         number=0, trial_id=0, state=state, value=value if state == TrialState.COMPLETE else None,
         datetime_start=T0 + dt.timedelta(minutes=minute - 1), datetime_complete=T0 + dt.timedelta(minutes=minute),
         params={"files": files}, distributions={"files": CategoricalDistribution(("shared", "per_process"))},
-        user_attrs={"role": role, "config": {"files": files}}, system_attrs={}, intermediate_values={},
+        user_attrs={"role": role, "config": {"files": files}, **attrs}, system_attrs={}, intermediate_values={},
     ))
 
 
@@ -48,6 +56,11 @@ def test_report_figures_match_the_trials(study):
     # RoTI peaked when the best was found, at minute 4
     assert report.peak_roti == pytest.approx((50.0 / 4.0, 4.0))
     assert "speedup:                 1.50x" in report.text()
+    # every parameter of the kernel's space, by layer: (name, system default, best)
+    assert report.best_by_layer["app"] == [("files", "shared", "per_process")]
+    assert ("layout", "contiguous", "contiguous") in report.best_by_layer["hdf5"]
+    assert ("chunk_size", "-", "-") in report.best_by_layer["hdf5"]  # only for a chunked layout
+    assert ("cb_buffer_size", "16 MiB", "16 MiB") in report.best_by_layer["mpiio"]
 
 
 def test_confirmation_runs_set_the_headline_speedup(study):
@@ -63,3 +76,135 @@ def test_confirmation_runs_set_the_headline_speedup(study):
     assert "re-measured medians" in report.text()
     # confirmation runs are not tuning time: the RoTI curve ends at the search trial
     assert len(report.roti_curve) == 4
+    # the interval comes from the re-measured runs too, not from the lucky 300 MB/s run
+    low, high = report.speedup_interval()
+    assert 180 / 105 <= low <= 1.9 <= high <= 200 / 95
+    assert "re-measured" in report.speedup_basis
+
+
+def test_failures_before_the_first_completed_run_have_no_best_so_far(study):
+    add(study, None, ROLE_DEFAULT, 1, state=TrialState.FAIL)
+    for minute in (2, 3, 4):
+        add(study, 100.0, ROLE_DEFAULT, minute)
+    report = build_report(study)
+    assert [minutes for minutes, _, _ in report.roti_curve] == pytest.approx([2.0, 3.0, 4.0])
+    assert report.tuning_minutes == pytest.approx(4.0)  # the failed run still counts as tuning time
+
+
+def test_speedup_interval_without_confirmation_uses_default_runs_and_the_best_run(study):
+    for minute, value in ((1, 90.0), (2, 100.0), (3, 120.0)):
+        add(study, value, ROLE_DEFAULT, minute)
+    add(study, 200.0, ROLE_SEARCH, 4, files="per_process")
+    report = build_report(study)
+    assert not report.confirmed and report.speedup == pytest.approx(2.0)
+    assert "no re-measurement" in report.speedup_basis and "trial 3" in report.speedup_basis
+    # a median of 3 resampled defaults is 120 (or 90) with probability 7/27 > 2.5%:
+    # the 95% interval runs from 200/120 to 200/90, the best run held fixed
+    assert report.speedup_interval() == pytest.approx((200 / 120, 200 / 90))
+
+
+def test_bootstrap_speedup_is_seeded_and_exact_for_constant_runs():
+    assert bootstrap_speedup([100.0] * 5, [150.0] * 5) == pytest.approx((1.5, 1.5))
+    default, best = [95.0, 100.0, 104.0, 98.0, 110.0], [180.0, 200.0, 190.0, 170.0, 205.0]
+    assert bootstrap_speedup(default, best, seed=3) == bootstrap_speedup(default, best, seed=3)
+    low, high = bootstrap_speedup(default, best)
+    assert 170 / 110 <= low < 190 / 100 < high <= 205 / 95
+
+
+def test_viability_point_is_tuning_time_over_time_saved_per_run(study):
+    gigabytes = 3_000_000_000
+    for minute in (1, 2, 3):
+        add(study, 100.0, ROLE_DEFAULT, minute, bytes=gigabytes)
+    add(study, 150.0, ROLE_SEARCH, 5, files="per_process", bytes=gigabytes)
+    report = build_report(study)
+    # one run: 3 GB at 100 MB/s = 30 s by default, at 150 MB/s = 20 s; 5 min of tuning = 300 s
+    assert report.seconds_per_run == pytest.approx((30.0, 20.0))
+    assert report.viability_runs == pytest.approx(300 / (30 - 20))
+    assert report.viability_text().startswith("30.0 production runs (tuning time / (t_default - t_best)")
+    assert "300.0 s / (30 s - 20 s)" in report.viability_text()
+
+
+def test_no_viability_point_when_the_best_is_no_faster(study):
+    for minute in (1, 2, 3, 4):
+        add(study, 100.0, ROLE_DEFAULT if minute < 4 else ROLE_SEARCH, minute, bytes=1000)
+    report = build_report(study)
+    assert report.viability_runs is None and report.viability_text().startswith("never")
+
+
+def test_importance_needs_enough_tuning_trials_and_ranks_what_matters(study):
+    ds = CategoricalDistribution(("automatic", "enable", "disable"))
+    files = CategoricalDistribution(("shared", "per_process"))
+
+    def trial(i, role):
+        chosen = {"files": "per_process" if i % 5 == 0 else "shared", "romio_ds_write": ds.choices[i % 3]}
+        value = (200.0 if chosen["files"] == "per_process" else 100.0) + i % 7
+        return FrozenTrial(
+            number=0, trial_id=0, state=TrialState.COMPLETE, value=value, datetime_start=T0, datetime_complete=T0,
+            params=chosen, distributions={"files": files, "romio_ds_write": ds}, user_attrs={"role": role},
+            system_attrs={}, intermediate_values={},
+        )
+
+    study.add_trials([trial(i, ROLE_SEARCH) for i in range(MIN_IMPORTANCE_TRIALS - 1)])
+    study.add_trials([trial(i, ROLE_CONFIRM_BEST) for i in range(5)])  # re-measurements do not count
+    assert param_importances(study) is None
+    study.add_trial(trial(MIN_IMPORTANCE_TRIALS - 1, ROLE_SEARCH))
+    importances = param_importances(study)
+    assert set(importances) == {"files", "romio_ds_write"}
+    assert sum(importances.values()) == pytest.approx(1.0)
+    assert importances["files"] > importances["romio_ds_write"]
+
+
+def test_report_files_of_a_real_study_match_its_trials(storage, scratch, tmp_path, capsys):
+    tuner = Tuner(kernel="vpic", ranks=2, trials=5, storage=storage, study="real", workdir=str(scratch),
+                  kernel_options=SMALL_VPIC, sampler=optuna.samplers.TPESampler(seed=0), echo=None)
+    study = tuner.run()
+    tuner.confirm(repeats=2)
+    out = tmp_path / "report"
+    assert main(["report", "--storage", storage, "--study", "real", "--out", str(out)]) == 0
+    printed, written = capsys.readouterr()
+    assert printed == build_report(study).text() + "\n"  # the text report is unchanged by --out
+    assert build_report(study).text() in get_note(study)  # and the study is annotated for the dashboard
+    files = ["report.html", "report.json", "default_vs_best.png", "best_so_far.png", "roti.png"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(files)
+    assert all(f"wrote {out / name}" in written for name in files)
+    for name in files[2:]:
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # every number, recomputed here from the stored trials
+    numbers = json.loads((out / "report.json").read_text())
+    trials = study.get_trials()
+    runs = {role: [t.value for t in trials if t.user_attrs["role"] == role]
+            for role in (ROLE_DEFAULT, ROLE_SEARCH, ROLE_CONFIRM_DEFAULT, ROLE_CONFIRM_BEST)}
+    best = max(trials, key=lambda t: t.value)
+    assert numbers["default_mb_per_s"]["runs"] == runs[ROLE_DEFAULT]
+    assert numbers["default_mb_per_s"]["median"] == statistics.median(runs[ROLE_DEFAULT])
+    assert (numbers["best_mb_per_s"], numbers["best_trial"]) == (best.value, best.number)
+    assert numbers["confirm_best_mb_per_s"]["runs"] == runs[ROLE_CONFIRM_BEST]
+    median_default = statistics.median(runs[ROLE_CONFIRM_DEFAULT])
+    median_best = statistics.median(runs[ROLE_CONFIRM_BEST])
+    assert numbers["speedup"] == pytest.approx(median_best / median_default)
+    low, high = numbers["speedup_ci95"]
+    assert min(runs[ROLE_CONFIRM_BEST]) / max(runs[ROLE_CONFIRM_DEFAULT]) <= low <= numbers["speedup"] <= high
+    assert high <= max(runs[ROLE_CONFIRM_BEST]) / min(runs[ROLE_CONFIRM_DEFAULT])
+    tuning = trials[:5]  # default and search runs; the re-measurements come after
+    minutes = (max(t.datetime_complete for t in tuning) - min(t.datetime_start for t in tuning)).total_seconds() / 60
+    assert numbers["tuning_minutes"] == pytest.approx(minutes)
+    best_so_far = max(t.value for t in tuning)
+    assert numbers["roti_mb_per_s_per_min"] == pytest.approx((best_so_far - statistics.median(runs[ROLE_DEFAULT])) / minutes)
+    nbytes = best.user_attrs["bytes"]
+    saved = nbytes / (median_default * 1e6) - nbytes / (median_best * 1e6)
+    assert numbers["viability_runs"] == (pytest.approx(minutes * 60 / saved) if saved > 0 else None)
+    space = kernels.get("vpic").space()
+    config = {**space.default(), **best.user_attrs["config"]}
+    for layer, rows in numbers["best_by_layer"].items():
+        for row in rows:
+            p = space[row["parameter"]]
+            assert p.layer == layer
+            assert row["best"] == (format_value(config[p.name], p.unit) if p.name in config else "-")
+    assert numbers["importances"] is None  # 5 tuning trials are too few
+
+    page = (out / "report.html").read_text()
+    assert f"{numbers['speedup']:.2f}x, 95% CI {low:.2f}x - {high:.2f}x" in page
+    assert numbers["viability"] in page.replace("&#x27;", "'")
+    assert all(f'<img src="{name}"' in page for name in files[2:])
+    assert "Parameter importance skipped" in page

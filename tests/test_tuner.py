@@ -15,7 +15,7 @@ from iobo import ConfigError, kernels
 from iobo.kernels import KernelSpec, vpic
 from iobo.tuner import ROLE_DEFAULT, Tuner
 
-from conftest import SMALL_VPIC
+from support.sizes import SMALL_VPIC
 
 SUPPORT = Path(__file__).parent / "support"
 

@@ -37,20 +37,13 @@ def local_config(max_workers: int = 1, run_dir: str = "runinfo"):
     from parsl.executors import HighThroughputExecutor
     from parsl.providers import LocalProvider
 
-    venv_bin = os.path.dirname(sys.executable)
     return Config(
         executors=[
             HighThroughputExecutor(
                 label="iobo_local",
                 max_workers_per_node=max_workers,
                 cpu_affinity="none",
-                provider=LocalProvider(
-                    init_blocks=1,
-                    min_blocks=1,
-                    max_blocks=1,
-                    # the worker pool must find this environment's python and mpi4py
-                    worker_init=f'export PATH="{venv_bin}:$PATH"',
-                ),
+                provider=LocalProvider(init_blocks=1, min_blocks=1, max_blocks=1),
             )
         ],
         run_dir=run_dir,
@@ -77,6 +70,17 @@ def load_config_file(path: str):
             f"found {type(config).__name__}"
         )
     return config
+
+
+def _put_this_environment_on_path() -> None:
+    """Parsl starts ``interchange.py`` and ``process_worker_pool.py`` by name, from PATH.
+
+    ``.venv/bin/iobo`` runs without the venv activated, so put this
+    interpreter's bin directory first on PATH (inherited by the workers).
+    """
+    bin_dir = os.path.dirname(sys.executable)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
 
 
 def loaded_dfk():
@@ -106,6 +110,7 @@ class ParslRunner:
         import parsl
         from parsl import python_app
 
+        _put_this_environment_on_path()
         dfk = loaded_dfk()
         if dfk is None:
             config = self._config or local_config(self._max_workers, self._run_dir)

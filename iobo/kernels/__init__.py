@@ -24,7 +24,9 @@ class KernelSpec:
     module: run as ``python -m module``; options: default kernel options
     (``--name value`` flags); space: the kernel's default search space;
     workload: ``(ranks, options) -> Workload`` for pre-launch checks;
-    check_options: raises ``ConfigError`` for invalid options.
+    check_options: raises ``ConfigError`` for invalid options (None: no rules).
+    A spec is shipped to wherever a trial runs, so its callables must be
+    module-level functions (picklable), not lambdas.
     """
 
     name: str
@@ -32,7 +34,7 @@ class KernelSpec:
     space: Callable[[], Space]
     workload: Callable[[int, Mapping[str, Any]], Workload]
     options: Mapping[str, Any] = field(default_factory=dict)
-    check_options: Callable[[Mapping[str, Any]], None] = lambda options: None
+    check_options: Callable[[Mapping[str, Any]], None] = None
     doc: str = ""
 
     def resolve_options(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -44,7 +46,8 @@ class KernelSpec:
                 f"kernel {self.name!r} has no option(s) {unknown}; its options: {', '.join(sorted(self.options))}"
             )
         out = {**self.options, **given}
-        self.check_options(out)
+        if self.check_options is not None:
+            self.check_options(out)
         return out
 
     def argv(self, options: Mapping[str, Any]) -> list[str]:
@@ -69,7 +72,10 @@ def register(spec: KernelSpec) -> KernelSpec:
     return spec
 
 
-def get(name: str) -> KernelSpec:
+def get(name: "str | KernelSpec") -> KernelSpec:
+    """The registered kernel called ``name`` (a spec is returned as it is)."""
+    if isinstance(name, KernelSpec):
+        return name
     _load_builtins()
     try:
         return _REGISTRY[name]

@@ -11,7 +11,7 @@ from iobo.integrations.parsl import ParslRunner, load_config_file, loaded_dfk, l
 from iobo.launch import KernelJob
 from iobo.space import io_stack_space
 
-from conftest import SMALL_VPIC
+from support.sizes import SMALL_VPIC
 
 WORKFLOWS = Path(__file__).parents[2] / "workflows"
 

@@ -1,0 +1,657 @@
+"""Plumbing every iobo I/O kernel shares.
+
+A kernel run goes: validate the command line and the ``IOConfig`` on rank 0
+(exit code 2, before any I/O, when either is invalid); apply the configuration
+through HDF5 property lists and MPI-IO hints; time open + writes + close as the
+I/O literature does (barrier, per-rank elapsed time, maximum over ranks); read
+back from the open file what took effect; print JSON lines on rank 0.
+
+Units everywhere: sizes in bytes, times in seconds, bandwidth in MB/s =
+bytes / seconds / 1e6 (decimal megabytes, as IOR and h5bench report them).
+
+mpi4py and h5py are imported inside the functions that need them, so that a
+kernel module (and its ``SPEC``) imports on a login node without MPI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import functools
+import json
+import math
+import os
+import re
+import statistics
+import sys
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from time import perf_counter, sleep
+from typing import Any
+
+from iobo._errors import ConfigError, IoboError, KernelError, SpaceError
+from iobo.config import IOConfig
+from iobo.kernels import KernelSpec
+from iobo.space import Space, Workload
+
+# -- command line ---------------------------------------------------------------
+
+COMMON_OPTION_HELP = {
+    "repeats": "run the timed open + writes + close this many times in one process (amortises the "
+    "~2 s mpiexec and import start-up when benchmarking); default 1",
+    "fsync": "fsync the output files before the timed section ends, so page-cache speed is not "
+    "mistaken for storage speed",
+    "keep": "keep the output files (default: remove them at the end)",
+    "verify": "after timing, reopen the files and check every value written; a mismatch exits non-zero",
+}
+
+
+@dataclass(frozen=True)
+class KernelArgs:
+    """A kernel's validated command line.
+
+    out: directory of the output files; config_path: the IOConfig JSON file,
+    or ``None`` for the system default; options: the kernel's ``SPEC.options``
+    with the values given on the command line.
+    """
+
+    out: Path
+    config_path: Path | None
+    options: dict[str, Any]
+
+
+class _OneLineErrorParser(argparse.ArgumentParser):
+    """An argument parser whose errors raise :class:`ConfigError` instead of printing usage."""
+
+    def error(self, message: str):
+        raise ConfigError(f"{message} (see --help)")
+
+
+def flag(option: str) -> str:
+    """The command-line flag of a kernel option: ``repeats`` -> ``--repeats``."""
+    return "--" + option.replace("_", "-")
+
+
+def parse_args(spec: KernelSpec, argv: Sequence[str] | None, option_help: Mapping[str, str]) -> KernelArgs:
+    """Parse ``--out``, ``--config`` and one flag per option of ``spec``, then check the options.
+
+    Boolean options are switches; the others take a value of their default's
+    type. Raises :class:`ConfigError` (one line naming option, value and
+    allowed range) for anything invalid.
+    """
+    parser = _OneLineErrorParser(prog=f"python -m {spec.module}", description=spec.doc, allow_abbrev=False)
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
+                        help="directory of the output files (created if missing)")
+    parser.add_argument("--config", type=Path, metavar="FILE.json",
+                        help="an IOConfig JSON (as IOConfig.to_json() writes it); default: the system default")
+    for name, default in spec.options.items():
+        text = option_help.get(name) or COMMON_OPTION_HELP.get(name, "")
+        if isinstance(default, bool):
+            parser.add_argument(flag(name), dest=name, action="store_true", help=text)
+        else:
+            parser.add_argument(flag(name), dest=name, type=type(default), default=default,
+                                metavar=name.upper(), help=text)
+    namespace = parser.parse_args(argv)
+    options = {name: getattr(namespace, name) for name in spec.options}
+    spec.check_options(options)
+    return KernelArgs(namespace.out, namespace.config, options)
+
+
+def require_int_at_least(options: Mapping[str, Any], name: str, minimum: int) -> None:
+    """Raise :class:`ConfigError` unless option ``name`` is an integer >= ``minimum``."""
+    value = options[name]
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"option {flag(name)}={value!r} is out of range; allowed: an integer >= {minimum}")
+
+
+def require_bool(options: Mapping[str, Any], name: str) -> None:
+    """Raise :class:`ConfigError` unless option ``name`` is ``True`` or ``False``."""
+    value = options[name]
+    if not isinstance(value, bool):
+        raise ConfigError(f"option {flag(name)}={value!r} is not allowed; allowed: true or false (a switch)")
+
+
+def check_common_options(options: Mapping[str, Any]) -> None:
+    """The rules of the options every kernel has: repeats >= 1; fsync, keep, verify switches."""
+    require_int_at_least(options, "repeats", 1)
+    for name in ("fsync", "keep", "verify"):
+        require_bool(options, name)
+
+
+def load_config(path: Path | None, space: Space, workload: Workload) -> IOConfig:
+    """The IOConfig in JSON file ``path``, strictly validated against ``space`` and ``workload``.
+
+    ``None`` gives the system default. Raises :class:`ConfigError` or
+    :class:`SpaceError` whose message starts with ``--config PATH``.
+    """
+    if path is None:
+        return IOConfig.default(space)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(
+            f"--config {path}: cannot be read ({exc.strerror}); give a JSON file written by IOConfig.to_json()"
+        ) from exc
+    try:
+        return IOConfig.from_json(text, space, workload)
+    except (ConfigError, SpaceError) as exc:
+        raise type(exc)(f"--config {path}: {exc}") from exc
+
+
+def _validate_on_this_rank(spec: KernelSpec, argv, ranks: int, option_help) -> tuple[KernelArgs, IOConfig] | int:
+    """Parsed arguments and config, or the exit code after printing an error (2) or --help (0)."""
+    try:
+        args = parse_args(spec, argv, option_help)
+        config = load_config(args.config_path, spec.space(), spec.workload(ranks, args.options))
+    except IoboError as exc:
+        print(f"{spec.name}: error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except SystemExit as exc:  # --help has printed its text
+        return int(exc.code or 0)
+    return args, config
+
+
+def read_inputs(spec: KernelSpec, comm, argv: Sequence[str] | None = None,
+                option_help: Mapping[str, str] | None = None) -> tuple[KernelArgs, IOConfig]:
+    """Validate the command line and the config on rank 0 and share them with every rank.
+
+    On invalid input rank 0 prints one line (``NAME: error: ...``) on stderr
+    and every rank exits with code 2, before any file is created.
+    """
+    outcome = _validate_on_this_rank(spec, argv, comm.size, option_help or {}) if comm.rank == 0 else None
+    outcome = comm.bcast(outcome, root=0)
+    if isinstance(outcome, int):
+        sys.exit(outcome)
+    return outcome
+
+
+# -- where the files go ---------------------------------------------------------
+
+LUSTRE = "lustre"
+
+
+def prepare_output_dir(comm, out: Path) -> None:
+    """Create directory ``out`` (with parents) on rank 0 if missing; every rank waits for it."""
+    if comm.rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+    comm.Barrier()
+
+
+def _unescape_mount_path(text: str) -> str:
+    """A mount point as /proc/mounts writes it (space as ``\\040``...) back to a path."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), text)
+
+
+def filesystem_type(path: Path) -> str:
+    """Type of the file system holding ``path`` (``lustre``, ``tmpfs``, ``ext4``...).
+
+    Read from /proc/mounts, taking the longest mount point that contains the
+    path (the last one listed when a mount point is mounted over);
+    ``unknown`` when /proc/mounts cannot be read.
+    """
+    target = os.path.realpath(path)
+    best, fs_type = "", "unknown"
+    try:
+        with open("/proc/mounts") as mounts:
+            lines = mounts.readlines()
+    except OSError:
+        return fs_type
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        mount_point = _unescape_mount_path(fields[1])
+        inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
+        if inside and len(mount_point) >= len(best):
+            best, fs_type = mount_point, fields[2]
+    return fs_type
+
+
+def remove_files(paths: Sequence[Path]) -> None:
+    """Delete ``paths`` that exist."""
+    for path in paths:
+        Path(path).unlink(missing_ok=True)
+
+
+def fsync_file(path: Path) -> None:
+    """Flush ``path``'s written pages to storage (fsync works on the file, whichever descriptor wrote)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# -- which parameters can apply ---------------------------------------------------
+
+MPI_ONLY_HDF5 = ("transfer_mode", "coll_metadata")
+"""HDF5 parameters that exist only with the MPI-IO (mpio) driver."""
+
+
+def not_applicable(config: IOConfig, fs_type: str, file_per_process: bool) -> dict[str, str]:
+    """Changed parameters that cannot take effect in this run: ``{name: reason}``.
+
+    File per process writes through HDF5's POSIX (sec2) driver, so MPI-IO
+    hints, Lustre hints, collective transfer and collective metadata do not
+    apply; Lustre striping needs a Lustre file system.
+    """
+    reasons = {}
+    for name in config.changed():
+        layer = config.space[name].layer
+        if file_per_process and (layer in ("mpiio", "lustre") or name in MPI_ONLY_HDF5):
+            reasons[name] = "file per process writes through HDF5's POSIX (sec2) driver, without MPI-IO"
+        elif layer == "lustre" and fs_type != LUSTRE:
+            reasons[name] = f"the output directory is on {fs_type}, not Lustre: striping hints have no effect"
+    return reasons
+
+
+def applicable(config: IOConfig, reasons: Mapping[str, str]) -> dict[str, Any]:
+    """The values to apply: ``config.changed()`` minus ``reasons``, plus the children of applied parents.
+
+    A conditional parameter (``chunk_size`` under ``layout=chunked``) comes
+    with its parent even at its default value, since it takes part once the
+    parent is set.
+    """
+    values = {name: value for name, value in config.changed().items() if name not in reasons}
+    for p in config.space:
+        if p.active_if is not None and p.active_if[0] in values and p.name in config.values:
+            values[p.name] = config[p.name]
+    return values
+
+
+def requested_hints(config: IOConfig, reasons: Mapping[str, str]) -> dict[str, str]:
+    """MPI-IO hints (``MPI_Info`` key -> string) to pass: ``config.mpi_hints()`` minus ``reasons``."""
+    return {key: value for key, value in config.mpi_hints().items() if key not in reasons}
+
+
+def unconfirmed(requested: Mapping[str, Any], effective: Mapping[str, Any]) -> dict[str, str]:
+    """Requested values that the library reports differently, or not at all: ``{name: reason}``."""
+    reasons = {}
+    for name, value in requested.items():
+        if name not in effective:
+            reasons[name] = f"requested {value!r}, but the library does not report {name}: it ignored it"
+        elif effective[name] != value:
+            reasons[name] = f"requested {value!r}, but {effective[name]!r} is in effect"
+    return reasons
+
+
+def unconfirmed_settings(config: IOConfig, apply: Mapping[str, Any], effective: Mapping[str, Any],
+                         hints: Mapping[str, str], effective_hints: Mapping[str, str]) -> dict[str, str]:
+    """Applied HDF5 values and MPI-IO hints that the open file does not show in effect: ``{name: reason}``.
+
+    effective: from :func:`effective_hdf5`; effective_hints: from :func:`effective_hints`.
+    """
+    requested_hdf5 = {name: value for name, value in apply.items() if config.space[name].layer == "hdf5"}
+    return unconfirmed(requested_hdf5, effective) | unconfirmed(hints, effective_hints)
+
+
+# -- HDF5 calls h5py does not wrap (ctypes on the loaded libhdf5) --------------------
+
+H5P_DEFAULT = 0
+ACTUAL_IO_MODES = {0: "no_collective", 1: "chunk_independent", 2: "chunk_collective", 3: "chunk_mixed",
+                   4: "contiguous_collective"}
+"""H5D_mpio_actual_io_mode_t values (H5Ppublic.h) by name."""
+
+
+@functools.cache
+def hdf5_library() -> ctypes.CDLL:
+    """The libhdf5 h5py has loaded, found in /proc/self/maps, for calls h5py does not wrap.
+
+    Raises :class:`KernelError` when no loaded libhdf5 has the parallel API
+    (h5py built without ``HDF5_MPI=ON``).
+    """
+    import h5py  # noqa: F401  (loads libhdf5)
+
+    paths = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:  # address perms offset device inode [path]
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and "libhdf5" in fields[5] and fields[5].strip() not in paths:
+                paths.append(fields[5].strip())
+    for path in paths:
+        library = ctypes.CDLL(path)
+        if hasattr(library, "H5Pset_coll_metadata_write"):
+            return library
+    raise KernelError(
+        f"no loaded libhdf5 has the parallel API (looked at {list(paths) or 'none'}); "
+        "build h5py against a parallel HDF5 (HDF5_MPI=ON, see the Makefile)"
+    )
+
+
+def _h5call(function: str, *args) -> None:
+    """Call HDF5 C ``function``; raise :class:`KernelError` when it returns a negative herr_t."""
+    status = getattr(hdf5_library(), function)(*args)
+    if status < 0:
+        raise KernelError(f"{function} failed (herr_t {status})")
+
+
+def set_coll_metadata(fapl, enabled: bool) -> None:
+    """H5Pset_all_coll_metadata_ops and H5Pset_coll_metadata_write on file access plist ``fapl``."""
+    for function in ("H5Pset_all_coll_metadata_ops", "H5Pset_coll_metadata_write"):
+        _h5call(function, ctypes.c_int64(fapl.id), ctypes.c_bool(enabled))
+
+
+def coll_metadata(fapl) -> dict[str, bool]:
+    """Collective metadata reads (``coll_metadata_ops``) and writes (``coll_metadata_write``) of ``fapl``."""
+    out = {}
+    for key, function in (("coll_metadata_ops", "H5Pget_all_coll_metadata_ops"),
+                          ("coll_metadata_write", "H5Pget_coll_metadata_write")):
+        flag_value = ctypes.c_bool()
+        _h5call(function, ctypes.c_int64(fapl.id), ctypes.byref(flag_value))
+        out[key] = flag_value.value
+    return out
+
+
+def actual_io_mode(dxpl) -> str:
+    """How the last write with transfer plist ``dxpl`` was done (H5Pget_mpio_actual_io_mode), by name."""
+    mode = ctypes.c_int()
+    _h5call("H5Pget_mpio_actual_io_mode", ctypes.c_int64(dxpl.id), ctypes.byref(mode))
+    return ACTUAL_IO_MODES.get(mode.value, f"unknown ({mode.value})")
+
+
+def mpi_file_handle(file_id) -> int:
+    """The ``MPI_File`` under an HDF5 file opened with the mpio driver.
+
+    H5Fget_vfd_handle gives a pointer to the driver's ``MPI_File``. (h5py's
+    ``FileID.get_vfd_handle`` reads that pointer as a C int, truncating it.)
+    """
+    pointer = ctypes.c_void_p()
+    _h5call("H5Fget_vfd_handle", ctypes.c_int64(file_id.id), ctypes.c_int64(H5P_DEFAULT), ctypes.byref(pointer))
+    return ctypes.c_void_p.from_address(pointer.value).value
+
+
+# -- property lists ----------------------------------------------------------------
+
+
+def mpi_info(hints: Mapping[str, str]):
+    """A new ``MPI.Info`` holding ``hints``; the caller frees it."""
+    from mpi4py import MPI
+
+    info = MPI.Info.Create()
+    for key, value in hints.items():
+        info.Set(key, value)
+    return info
+
+
+def set_mdc_initial_size(fapl, size: int) -> None:
+    """Metadata cache initial size (bytes), widening min_size and max_size to keep min <= initial <= max."""
+    config = fapl.get_mdc_config()
+    config.set_initial_size = True
+    config.initial_size = size
+    config.min_size = min(config.min_size, size)
+    config.max_size = max(config.max_size, size)
+    fapl.set_mdc_config(config)
+
+
+def file_access_plist(config: IOConfig, apply: Mapping[str, Any], comm=None,
+                      hints: Mapping[str, str] | None = None):
+    """The file access property list for the values in ``apply`` (see :func:`applicable`).
+
+    comm: an MPI communicator selects the mpio driver with ``hints`` as its
+    MPI_Info (one shared file); ``None`` keeps HDF5's POSIX sec2 driver.
+    Alignment takes both threshold and interval from ``config`` when either is
+    applied.
+    """
+    from h5py import h5p
+
+    fapl = h5p.create(h5p.FILE_ACCESS)
+    if comm is not None:
+        info = mpi_info(hints or {})
+        fapl.set_fapl_mpio(comm, info)  # HDF5 keeps a duplicate
+        info.Free()
+    if "alignment_threshold" in apply or "alignment_interval" in apply:
+        fapl.set_alignment(config["alignment_threshold"], config["alignment_interval"])
+    if "meta_block_size" in apply:
+        fapl.set_meta_block_size(apply["meta_block_size"])
+    if "sieve_buf_size" in apply:
+        fapl.set_sieve_buf_size(apply["sieve_buf_size"])
+    if "mdc_initial_size" in apply:
+        set_mdc_initial_size(fapl, apply["mdc_initial_size"])
+    if "coll_metadata" in apply:
+        set_coll_metadata(fapl, apply["coll_metadata"])
+    return fapl
+
+
+def chunk_elements(chunk_bytes: int, itemsize: int, length: int) -> int:
+    """Elements in a 1-D chunk of ``chunk_bytes`` bytes of ``itemsize``-byte items, at most ``length``."""
+    return max(1, min(chunk_bytes // itemsize, length))
+
+
+def dataset_create_plist(apply: Mapping[str, Any], length: int, itemsize: int):
+    """The dataset creation property list of a 1-D dataset of ``length`` items of ``itemsize`` bytes.
+
+    ``layout=chunked`` sets chunks of ``chunk_size`` bytes, never larger
+    than the dataset; otherwise HDF5's default contiguous layout.
+    """
+    from h5py import h5p
+
+    dcpl = h5p.create(h5p.DATASET_CREATE)
+    if apply.get("layout") == "chunked":
+        dcpl.set_chunk((chunk_elements(apply["chunk_size"], itemsize, length),))
+    return dcpl
+
+
+def dataset_transfer_plist(apply: Mapping[str, Any]):
+    """The dataset transfer property list: collective MPI-IO when ``transfer_mode=collective`` applies."""
+    from h5py import h5fd, h5p
+
+    dxpl = h5p.create(h5p.DATASET_XFER)
+    if apply.get("transfer_mode") == "collective":
+        dxpl.set_dxpl_mpio(h5fd.MPIO_COLLECTIVE)
+    return dxpl
+
+
+# -- files and datasets ------------------------------------------------------------
+
+
+def create_file(path: Path, fapl):
+    """Create (or truncate) HDF5 file ``path`` with access plist ``fapl``.
+
+    Returns an ``h5py.File``: its ``close()`` closes every object still open
+    in the file first, which the mpio driver requires.
+    """
+    import h5py
+    from h5py import h5f
+
+    return h5py.File(h5f.create(os.fsencode(path), h5f.ACC_TRUNC, fapl=fapl))
+
+
+def create_dataset_1d(group, name: str, length: int, dcpl):
+    """A new 1-D little-endian float32 dataset of ``length`` elements in ``group``; its low-level DatasetID."""
+    from h5py import h5d, h5s, h5t
+
+    return h5d.create(group.id, name.encode(), h5t.IEEE_F32LE, h5s.create_simple((length,)), dcpl=dcpl)
+
+
+def write_slice_1d(dataset_id, values, start: int, dxpl) -> None:
+    """Write array ``values`` into elements [start, start + len(values)) of a 1-D dataset."""
+    from h5py import h5s
+
+    file_space = dataset_id.get_space()
+    file_space.select_hyperslab((start,), (len(values),))
+    dataset_id.write(h5s.create_simple((len(values),)), file_space, values, dxpl=dxpl)
+
+
+# -- what took effect ----------------------------------------------------------------
+
+
+def driver_name(fapl) -> str:
+    """HDF5 file driver of ``fapl``: ``mpio``, ``sec2`` or ``other``."""
+    from h5py import h5fd
+
+    return {h5fd.MPIO: "mpio", h5fd.SEC2: "sec2"}.get(fapl.get_driver(), "other")
+
+
+def effective_hdf5(file, dataset_id, dxpl) -> dict[str, Any]:
+    """HDF5 settings in effect, read from the open file, one of its datasets and the transfer plist.
+
+    Keys are the parameter names (same units: bytes) plus ``driver``,
+    ``actual_io_mode`` (what the last write did, H5Pget_mpio_actual_io_mode)
+    and the two halves of ``coll_metadata``. ``transfer_mode`` is
+    ``collective`` only when HDF5 really did collective I/O.
+    """
+    from h5py import h5d
+
+    fapl = file.id.get_access_plist()
+    threshold, interval = fapl.get_alignment()
+    dcpl = dataset_id.get_create_plist()
+    chunked = dcpl.get_layout() == h5d.CHUNKED
+    io_mode = actual_io_mode(dxpl)
+    collective_md = coll_metadata(fapl)
+    return {
+        "driver": driver_name(fapl),
+        "alignment_threshold": threshold,
+        "alignment_interval": interval,
+        "meta_block_size": fapl.get_meta_block_size(),
+        "sieve_buf_size": fapl.get_sieve_buf_size(),
+        "mdc_initial_size": fapl.get_mdc_config().initial_size,
+        "layout": "chunked" if chunked else "contiguous",
+        "chunk_size": math.prod(dcpl.get_chunk()) * dataset_id.get_type().get_size() if chunked else None,
+        "transfer_mode": "independent" if io_mode == "no_collective" else "collective",
+        "actual_io_mode": io_mode,
+        "coll_metadata": all(collective_md.values()),
+        **collective_md,
+    }
+
+
+def effective_hints(file) -> dict[str, str]:
+    """MPI-IO hints in effect on an HDF5 file open with the mpio driver (``MPI_File_get_info``).
+
+    ROMIO reports every hint it uses, its own defaults included
+    (``cb_buffer_size``, ``cb_nodes``, ``romio_aggregator_list``, ...).
+    """
+    from mpi4py import MPI
+
+    handle = MPI.File.fromhandle(mpi_file_handle(file.id))  # borrowed: HDF5 closes the file
+    info = handle.Get_info()
+    try:
+        return dict(info.items())
+    finally:
+        info.Free()
+
+
+# -- timing --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RepeatTiming:
+    """Seconds of one timed repeat, each the maximum over ranks.
+
+    open_seconds: file create; step_seconds: each step's writes;
+    close_seconds: file close, plus fsync when asked; seconds: the whole
+    open + writes + close of the slowest rank.
+    """
+
+    open_seconds: float
+    step_seconds: list[float]
+    close_seconds: float
+    seconds: float
+
+
+def max_over_ranks(comm, values: Sequence[float]) -> list[float]:
+    """Element-wise maximum of ``values`` over the ranks of ``comm``."""
+    import numpy as np
+    from mpi4py import MPI
+
+    local = np.asarray(values, dtype=np.float64)
+    result = np.empty_like(local)
+    comm.Allreduce(local, result, op=MPI.MAX)
+    return result.tolist()
+
+
+def timed_write(comm, steps: int, create: Callable[[], Any], write_step: Callable[[Any, int], None],
+                probe: Callable[[Any], Any], close: Callable[[Any], None]) -> tuple[RepeatTiming, Any]:
+    """Time one repeat of create + ``steps`` x write_step + close, as the I/O literature does.
+
+    ``comm.Barrier()``, then each rank times its own open, steps and close;
+    the maxima over ranks are taken afterwards, outside the timed section.
+    ``probe(file)`` runs on every rank between the last step and the close,
+    untimed, to read what took effect; its result is returned.
+    """
+    comm.Barrier()
+    start = perf_counter()
+    file = create()
+    open_seconds = perf_counter() - start
+    step_seconds = []
+    for step in range(steps):
+        start = perf_counter()
+        write_step(file, step)
+        step_seconds.append(perf_counter() - start)
+    probed = probe(file)
+    start = perf_counter()
+    close(file)
+    close_seconds = perf_counter() - start
+    total = open_seconds + sum(step_seconds) + close_seconds
+    maxima = max_over_ranks(comm, [open_seconds, *step_seconds, close_seconds, total])
+    return RepeatTiming(maxima[0], maxima[1:-2], maxima[-2], maxima[-1]), probed
+
+
+# -- output --------------------------------------------------------------------------
+
+
+def mb_per_s(nbytes: int, seconds: float) -> float:
+    """Bandwidth in MB/s: bytes / seconds / 1e6."""
+    return nbytes / seconds / 1e6
+
+
+def emit(comm, record: Mapping[str, Any]) -> None:
+    """Print ``record`` as one JSON line on rank 0's stdout, flushed."""
+    if comm.rank == 0:
+        print(json.dumps(record), flush=True)
+
+
+def emit_steps(comm, repeat: int, step_bytes: int, timing: RepeatTiming) -> None:
+    """One ``{"event": "step", ...}`` line per step of a repeat; ``step_bytes`` over all ranks."""
+    for step, seconds in enumerate(timing.step_seconds):
+        emit(comm, {"event": "step", "step": step, "repeat": repeat, "bytes": step_bytes,
+                    "seconds": seconds, "mb_per_s": mb_per_s(step_bytes, seconds)})
+
+
+def result_record(kernel: str, ranks: int, nbytes: int, timings: Sequence[RepeatTiming],
+                  **fields: Any) -> dict[str, Any]:
+    """The final ``{"event": "result", ...}`` record.
+
+    nbytes: bytes written per repeat over all ranks; seconds, mb_per_s,
+    open_seconds and close_seconds are medians over ``timings`` (one per
+    repeat); ``fields`` (effective, hints, not_applied, files, ...) follow.
+    """
+    rates = [mb_per_s(nbytes, t.seconds) for t in timings]
+    return {
+        "event": "result",
+        "kernel": kernel,
+        "ranks": ranks,
+        "bytes": nbytes,
+        "seconds": statistics.median(t.seconds for t in timings),
+        "mb_per_s": statistics.median(rates),
+        "repeats_mb_per_s": rates,
+        "open_seconds": statistics.median(t.open_seconds for t in timings),
+        "close_seconds": statistics.median(t.close_seconds for t in timings),
+        **fields,
+    }
+
+
+# -- failure handling ------------------------------------------------------------------
+
+ABORT_GRACE_SECONDS = 0.5
+"""Pause between printing a traceback and MPI_Abort: mpiexec drops output still in transit when it
+kills the job (seen with MPICH's hydra: the whole traceback lost in 1 run of 12 without it)."""
+
+
+def run_main(main: Callable[[Sequence[str] | None], None], argv: Sequence[str] | None = None) -> None:
+    """Run a kernel's ``main`` so that a failure on any rank ends the whole job.
+
+    An exception prints its traceback on stderr and calls
+    ``MPI.COMM_WORLD.Abort(1)``: the other ranks, waiting in a collective
+    call, would otherwise hang forever. ``sys.exit`` passes through.
+    """
+    try:
+        main(argv)
+    except Exception:
+        sys.stderr.write(traceback.format_exc())
+        sys.stderr.flush()
+        sleep(ABORT_GRACE_SECONDS)
+        from mpi4py import MPI
+
+        MPI.COMM_WORLD.Abort(1)
