@@ -71,8 +71,10 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--output", "-o", help="write to this file instead of stdout")
     export.add_argument("--hints-path", default="romio-hints", help="ROMIO_HINTS path written by --format env")
 
-    report = sub.add_parser("report", help="default vs best, speedup, RoTI")
+    report = sub.add_parser("report", help="default vs best, speedup, RoTI; notes and figures for the dashboard")
     storage_args(report)
+    report.add_argument("--out", metavar="DIR",
+                        help="also write report.html, report.json and PNG figures into DIR")
 
     space = sub.add_parser("space", help="print a kernel's search space")
     space.add_argument("kernel")
@@ -126,11 +128,13 @@ def _load_study(storage: str, name: str | None):
 
 
 def _tuner_for(study, storage: str, workdir: str, mpiexec: str | None):
+    from iobo.progress import console_watchers
     from iobo.tuner import Tuner
 
     attrs = study.user_attrs
     return Tuner(kernel=attrs["kernel"], ranks=attrs["ranks"], kernel_options=attrs["kernel_options"],
-                 storage=storage, study=study.study_name, workdir=workdir, launcher=_launcher(mpiexec))
+                 storage=storage, study=study.study_name, workdir=workdir, launcher=_launcher(mpiexec),
+                 **console_watchers())
 
 
 def _best_config(study):
@@ -170,6 +174,7 @@ def _dispatch(args) -> int:
         return 0
     if args.command == "tune":
         from iobo.integrations.parsl import load_config_file
+        from iobo.progress import console_watchers
         from iobo.report import build_report
         from iobo.tuner import Tuner
 
@@ -179,6 +184,7 @@ def _dispatch(args) -> int:
             default_repeats=args.default_repeats, timeout_s=args.timeout, seed=args.seed,
             sampler=_sampler(args.sampler, args.seed), launcher=_launcher(args.mpiexec),
             parsl_config=load_config_file(args.parsl_config) if args.parsl_config else None,
+            **console_watchers(),
         )
         study = tuner.run()
         if args.confirm:
@@ -217,9 +223,14 @@ def _dispatch(args) -> int:
         else:
             sys.stdout.write(text)
     elif args.command == "report":
-        from iobo.report import build_report
+        from iobo.integrations.dashboard import annotate
+        from iobo.report import build_report, write_report
 
         print(build_report(study).text())
+        annotate(study)
+        if args.out:
+            for path in write_report(study, args.out):
+                print(f"wrote {path}", file=sys.stderr)
     return 0
 
 

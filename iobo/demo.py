@@ -13,7 +13,8 @@ from pathlib import Path
 
 from iobo.integrations.dashboard import command as dashboard_command
 from iobo.measure import Spread, raw_write_mb_per_s
-from iobo.report import build_report
+from iobo.progress import console_watchers
+from iobo.report import build_report, write_report
 from iobo.tuner import Tuner
 
 
@@ -34,6 +35,7 @@ def main() -> None:
     tuner = Tuner(
         kernel="vpic", ranks=ranks, trials=trials, storage=storage, study=study, workdir=str(workdir),
         kernel_options={"particles": 1 << 20, "steps": 2, "fsync": True}, timeout_s=120,
+        **console_watchers(),
     )
     tuner.run()
     print()
@@ -43,7 +45,9 @@ def main() -> None:
     if report.confirm_best:
         share = 100 * report.confirm_best.median / device.median
         print(f"raw device write (dd):   {device.describe()}; the tuned kernel reaches {share:.0f}% of it")
-    print(f"\nstudy {study!r} is stored in {storage}")
+    written = write_report(tuner.open_study(), str(demo_dir / "report"))
+    print(f"\nreport with figures: {demo_dir / 'report' / 'report.html'} ({len(written)} files)")
+    print(f"study {study!r} is stored in {storage}")
     print(f"watch it:  .venv/bin/{dashboard_command(storage)}   (or: make dashboard)")
     print(f"export it: .venv/bin/iobo export --storage {storage} --study {study} --format romio-hints")
 

@@ -30,6 +30,7 @@ from iobo._errors import ConfigError, KernelError
 from iobo.config import IOConfig
 from iobo.launch import KernelJob, MPILauncher, MpiexecLauncher
 from iobo.space import Space
+from iobo.storage import open_storage
 
 DEFAULT_STORAGE = "sqlite:///iobo.db"
 
@@ -59,7 +60,8 @@ class Tuner:
 
     kernel: registered kernel name; ranks: MPI ranks per trial; trials: total
     finished trials the study should hold (default runs included; a resumed
-    study continues to this count); storage: any Optuna storage URL; study:
+    study continues to this count); storage: an Optuna storage URL,
+    ``journal:///abs/path.log`` or a storage object (see :mod:`iobo.storage`); study:
     the study name; workdir: directory on the file system under test where
     trials write; kernel_options: options of the kernel (e.g. particles);
     space: search space (default: the kernel's); sampler: an Optuna sampler
@@ -113,7 +115,7 @@ class Tuner:
             )
         # the default must itself be valid for this workload (e.g. chunk vs dataset)
         IOConfig.from_values(self.space.default(), self.space, self.workload)
-        self.launcher.check()
+        self.launcher.check(self.ranks)
         Path(self.workdir).mkdir(parents=True, exist_ok=True)
 
     # -- public API ------------------------------------------------------------
@@ -143,13 +145,20 @@ class Tuner:
         self._loop(study, asks=2 * repeats)
         return study
 
+    def best_config(self) -> IOConfig:
+        """The configuration of the study's best completed trial (raises when none completed)."""
+        best = best_trial(self.open_study())
+        if best is None:
+            raise ConfigError(f"study {self.study!r} has no completed trial yet; run Tuner.run() first")
+        return IOConfig(best.user_attrs.get("config", best.params), self.space)
+
     def open_study(self):
         """Create or load the study; a loaded one must have been made for the same workload."""
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.create_study(
-            storage=self.storage,
+            storage=open_storage(self.storage),
             study_name=self.study,
             direction="maximize",
             sampler=self.sampler or default_sampler(self.seed),
@@ -176,8 +185,7 @@ class Tuner:
         from iobo.integrations.parsl import ParslRunner
 
         running: dict[Future, Any] = {}
-        for callback in self.callbacks:
-            callback.loop_started(study, asks)
+        self._notify("loop_started", study, asks)
         with _sigterm_as_interrupt(), ParslRunner(
             self.parsl_config, self.max_in_flight, str(Path(self.workdir) / "runinfo")
         ) as runner:
@@ -191,19 +199,27 @@ class Tuner:
                     for future in done:
                         trial = running.pop(future)
                         self._finish(study, trial, future)
-                        frozen = study.get_trials(deepcopy=False)[trial.number]
-                        for callback in self.callbacks:
-                            callback.trial_finished(study, frozen, len(running))
+                        self._notify("trial_finished", study, study.get_trials(deepcopy=False)[trial.number],
+                                     len(running))
             except KeyboardInterrupt:
                 # Parsl futures cannot be cancelled; the executor's shutdown stops the
                 # workers, and each MPI job dies with its worker (launch._die_with_parent).
                 for trial in running.values():
                     trial.set_user_attr("fail_reason", "interrupted: the tuner was stopped while this trial ran")
                     study.tell(trial, state=_state("FAIL"))
+                    self._notify("trial_finished", study, study.get_trials(deepcopy=False)[trial.number], 0)
                 self._say(f"interrupted: {len(running)} running trial(s) marked FAIL; finished trials kept")
                 raise
+            finally:
+                self._notify("loop_finished", study)
+
+    def _notify(self, hook: str, *args) -> None:
+        """Call ``hook`` on every callback; a failing callback is reported, never stops tuning."""
         for callback in self.callbacks:
-            callback.loop_finished(study)
+            try:
+                getattr(callback, hook)(*args)
+            except Exception as exc:
+                self._say(f"warning: {type(callback).__name__}.{hook} failed: {type(exc).__name__}: {exc}")
 
     def _start(self, study):
         trial = study.ask()

@@ -1,6 +1,27 @@
-"""Serve optuna-dashboard on a study storage (``iobo dashboard URL``)."""
+"""optuna-dashboard on a study: serve it, and annotate the study for it.
+
+``iobo dashboard URL`` serves optuna-dashboard on a storage.  What the
+dashboard shows of iobo comes from the study itself:
+
+- each finished trial carries a note (optuna-dashboard's Markdown notes)
+  with the HDF5 settings and MPI-IO hints in effect, what was not applied,
+  the bytes moved, the per-step bandwidth and, for a failed trial, the
+  reason and the tail of its stderr;
+- the study carries a note with the report text and plotly figures: best
+  bandwidth so far and RoTI over minutes of tuning, parameter importance.
+
+:class:`DashboardAnnotator` writes them while the tuner runs (a
+``TunerCallback``); :func:`annotate` writes them for an existing study.
+"""
 
 from __future__ import annotations
+
+from typing import Any
+
+from iobo.tuner import ROLE_SEARCH, TunerCallback
+
+# stable ids, so that saving again replaces a figure instead of adding one
+FIGURES = ("best_so_far", "roti", "importance")
 
 
 def command(storage: str, host: str = "127.0.0.1", port: int = 8080) -> str:
@@ -14,3 +35,126 @@ def serve(storage: str, host: str = "127.0.0.1", port: int = 8080) -> None:
 
     print(f"optuna-dashboard on http://{host}:{port}/ for {storage} (Ctrl-C stops it)", flush=True)
     run_server(storage, host=host, port=port)
+
+
+class DashboardAnnotator(TunerCallback):
+    """Writes each finished trial's note, and the study's note and figures when a loop ends."""
+
+    def trial_finished(self, study, trial, running: int) -> None:
+        save_trial_note(study, trial)
+
+    def loop_finished(self, study) -> None:
+        save_study_figures(study)
+
+
+def annotate(study) -> None:
+    """Write the notes of every finished trial and the study's note and figures."""
+    from optuna.trial import TrialState
+
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
+        save_trial_note(study, trial)
+    save_study_figures(study)
+
+
+def save_trial_note(study, trial) -> None:
+    """Save :func:`trial_note` of ``trial`` (a ``FrozenTrial`` of ``study``) as its dashboard note."""
+    import optuna
+    from optuna_dashboard import save_note
+
+    save_note(optuna.Trial(study, trial._trial_id), trial_note(trial, _space(study)))
+
+
+def save_study_figures(study) -> list[str]:
+    """Save the study's note and its figures (plotly graph objects); returns the figure ids saved."""
+    from optuna_dashboard import save_note, save_plotly_graph_object
+
+    from iobo import plots
+    from iobo.report import MIN_IMPORTANCE_TRIALS, build_report, param_importances
+
+    report = build_report(study)
+    importances = param_importances(study)
+    charts = {c.name: c for c in plots.report_charts(report, importances)}
+    saved = []
+    for name in FIGURES:
+        if name in charts:
+            save_plotly_graph_object(study, plots.to_plotly(charts[name]), graph_object_id=name)
+            saved.append(name)
+    note = f"### iobo report\n\n{_code(report.text())}\n"
+    if report.speedup is not None:
+        low, high = report.speedup_interval()
+        note += f"\nSpeedup 95% CI (bootstrap): {low:.2f}x - {high:.2f}x; {report.speedup_basis}.\n"
+    note += f"\nViability point: {report.viability_text()}.\n"
+    if importances is None:
+        note += (f"\nParameter importance: not shown yet; PED-ANOVA needs at least {MIN_IMPORTANCE_TRIALS} "
+                 f"completed tuning trials.\n")
+    save_note(study, note)
+    return saved
+
+
+def trial_note(trial, space=None) -> str:
+    """The Markdown note of one finished trial (``space``: to list what differs from the default)."""
+    from optuna.trial import TrialState
+
+    attrs = trial.user_attrs
+    role = attrs.get("role", ROLE_SEARCH)
+    parts = []
+    if trial.state == TrialState.COMPLETE:
+        parts.append(
+            f"**{trial.value:,.1f} MB/s** ({role}): {attrs.get('bytes', 0):,} bytes in {attrs.get('seconds', 0):.4g} s "
+            f"(open + write + close, slowest rank); the whole job took {attrs.get('wall_seconds', 0):.3g} s"
+        )
+        steps = attrs.get("step_mb_per_s", [])
+        parts.append("Per-step bandwidth (MB/s): " + (", ".join(f"{v:,.1f}" for v in steps) or "none reported"))
+    else:
+        parts.append(f"**{trial.state.name}** ({role}): {attrs.get('fail_reason', 'no reason recorded')}")
+    if space is not None and "config" in attrs:
+        from iobo.config import IOConfig
+        from iobo.space import format_value
+
+        changed = IOConfig(attrs["config"], space).changed()
+        rows = [(k, format_value(v, space[k].unit)) for k, v in changed.items()]
+        parts.append("#### Changed from the system default\n\n"
+                     + (_table(("parameter", "value"), rows) if rows else "nothing: this is the system default"))
+    if attrs.get("effective"):
+        parts.append("#### HDF5 settings in effect\n\n" + _table(("setting", "value"), attrs["effective"].items()))
+    if attrs.get("hints") or attrs.get("requested_hints"):
+        requested = attrs.get("requested_hints", {})
+        rows = [(k, v, requested.get(k, "")) for k, v in attrs.get("hints", {}).items()]
+        rows += [(k, "", v) for k, v in requested.items() if k not in attrs.get("hints", {})]
+        parts.append("#### MPI-IO hints in effect\n\n" + _table(("hint", "in effect", "requested"), rows))
+    elif trial.state == TrialState.COMPLETE:
+        parts.append("#### MPI-IO hints in effect\n\nnone: no file was opened through MPI-IO")
+    if attrs.get("not_applied"):
+        parts.append("#### Not applied\n\n" + "\n".join(f"- `{k}`: {v}" for k, v in attrs["not_applied"].items()))
+    if attrs.get("repaired"):
+        parts.append("#### Repaired before launch\n\n" + "\n".join(f"- {line}" for line in attrs["repaired"]))
+    if attrs.get("stderr_tail"):
+        parts.append("#### stderr (tail)\n\n" + _code(attrs["stderr_tail"]))
+    return "\n\n".join(parts) + "\n"
+
+
+def _space(study):
+    """The study's kernel's search space, or None when the kernel is not registered here."""
+    from iobo import kernels
+
+    kernel = study.user_attrs.get("kernel")
+    return kernels.get(kernel).space() if kernel in kernels.names() else None
+
+
+def _table(header: tuple[str, ...], rows) -> str:
+    """A Markdown table; values in code spans (``*:1`` is no emphasis), pipes escaped."""
+
+    def cell(value: Any) -> str:
+        return f"`{value}`".replace("|", "\\|") if value != "" else ""
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join([f"`{row[0]}`"] + [cell(v) for v in row[1:]]) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _code(text: str) -> str:
+    """``text`` as a fenced code block whose fence no line of it can close."""
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return f"{fence}text\n{text.rstrip()}\n{fence}"

@@ -1,0 +1,210 @@
+"""optuna-dashboard on a real study: the notes and figures iobo writes, and the page a browser shows.
+
+One real study serves every test here: 5 kernel runs on 2 MPI ranks, one of
+which fails on purpose (the fault-injecting kernel of tests/support), tuned
+with the DashboardAnnotator as a callback of the Tuner.
+"""
+
+import datetime
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import FrozenTrial, TrialState
+from optuna_dashboard import get_note
+
+from iobo import kernels
+from iobo.integrations.dashboard import DashboardAnnotator, trial_note
+from iobo.kernels import KernelSpec, vpic
+from iobo.report import build_report
+from iobo.tuner import ROLE_DEFAULT, ROLE_SEARCH, Tuner
+
+from support.sizes import SMALL_VPIC
+
+SUPPORT = Path(__file__).parents[1] / "support"
+CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
+                "--disable-component-update", "--disable-sync", "--disable-quic")
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """(storage URL, study) of a real 5-trial study with one failed trial, annotated while it ran."""
+    storage = f"sqlite:///{tmp_path_factory.mktemp('dashboard') / 'study.db'}"
+    workdir = tempfile.mkdtemp(prefix="iobo-test-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    kernels.register(KernelSpec(name="faulty", module="faulty_vpic", space=vpic.space, workload=vpic.workload,
+                                options=dict(vpic.SPEC.options), check_options=vpic.check_options))
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("PYTHONPATH", f"{SUPPORT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+            tuner = Tuner(kernel="faulty", ranks=2, trials=5, storage=storage, study="dash", workdir=workdir,
+                          kernel_options=SMALL_VPIC, sampler=optuna.samplers.TPESampler(seed=0), echo=None,
+                          callbacks=[DashboardAnnotator()])
+            study = tuner.open_study()
+            study.enqueue_trial({**tuner.space.default(), "romio_ds_write": "disable"})  # fails on purpose
+            tuner.run()
+            yield storage, study
+    finally:
+        kernels._REGISTRY.pop("faulty")
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def note_of(study, trial):
+    return get_note(optuna.Trial(study, trial._trial_id))
+
+
+def test_each_finished_trial_has_a_note_with_its_measurements(tuned):
+    _, study = tuned
+    trials = study.get_trials()
+    assert [t.state for t in trials].count(TrialState.COMPLETE) == 4
+    for trial in trials:
+        note, attrs = note_of(study, trial), trial.user_attrs
+        if trial.state == TrialState.FAIL:
+            assert f"**FAIL** ({attrs['role']}): {attrs['fail_reason']}" in note
+            assert "#### stderr (tail)" in note and "injected failure: H5Dwrite()" in note
+            assert "romio_ds_write` | `disable`" in note  # changed from the default
+            continue
+        assert note.startswith(f"**{trial.value:,.1f} MB/s** ({attrs['role']}): {attrs['bytes']:,} bytes in ")
+        assert "Per-step bandwidth (MB/s): " + ", ".join(f"{v:,.1f}" for v in attrs["step_mb_per_s"]) in note
+        for name, value in attrs["effective"].items():
+            assert f"| `{name}` | `{value}` |" in note
+        for name, value in attrs["hints"].items():
+            assert f"| `{name}` | `{value}` |" in note
+        for name, reason in attrs["not_applied"].items():
+            assert f"- `{name}`: {reason}" in note
+        if attrs["role"] == ROLE_DEFAULT:
+            assert "nothing: this is the system default" in note
+
+
+def test_the_study_has_its_report_note_and_figures(tuned):
+    from optuna_dashboard._custom_plot_data import get_plotly_graph_objects
+
+    _, study = tuned
+    report = build_report(study)
+    note = get_note(study)
+    assert report.text() in note
+    assert "PED-ANOVA needs at least 20 completed tuning trials" in note
+    figures = get_plotly_graph_objects(study._storage.get_study_system_attrs(study._study_id))
+    assert sorted(figures) == ["best_so_far", "roti"]  # importance needs more trials
+    best_so_far = json.loads(figures["best_so_far"])["data"][0]
+    assert best_so_far["y"] == [best for _, best, _ in report.roti_curve]
+    assert json.loads(figures["roti"])["data"][0]["y"] == [r for _, _, r in report.roti_curve]
+
+
+def test_with_enough_trials_the_study_gets_an_importance_figure(storage):
+    from optuna.distributions import CategoricalDistribution
+    from optuna_dashboard._custom_plot_data import get_plotly_graph_objects
+
+    from iobo.integrations.dashboard import annotate
+    from iobo.report import MIN_IMPORTANCE_TRIALS, param_importances
+
+    study = optuna.create_study(storage=storage, study_name="many", direction="maximize")
+    files = CategoricalDistribution(("shared", "per_process"))
+    start = datetime.datetime(2026, 1, 1)
+    for i in range(MIN_IMPORTANCE_TRIALS):
+        chosen = "per_process" if i % 4 == 0 else "shared"
+        study.add_trial(FrozenTrial(
+            number=0, trial_id=0, state=TrialState.COMPLETE, value=(200.0 if i % 4 == 0 else 100.0) + i,
+            datetime_start=start + datetime.timedelta(minutes=i),
+            datetime_complete=start + datetime.timedelta(minutes=i + 1),
+            params={"files": chosen}, distributions={"files": files}, system_attrs={}, intermediate_values={},
+            user_attrs={"role": ROLE_DEFAULT if i < 3 else ROLE_SEARCH, "config": {"files": chosen}},
+        ))
+    annotate(study)
+    figures = get_plotly_graph_objects(study._storage.get_study_system_attrs(study._study_id))
+    assert sorted(figures) == ["best_so_far", "importance", "roti"]
+    bars = json.loads(figures["importance"])["data"][0]
+    assert dict(zip(bars["y"], bars["x"])) == pytest.approx(param_importances(study)) == {"files": 1.0}
+    assert "PED-ANOVA" not in get_note(study)
+    assert all(note_of(study, t).startswith(f"**{t.value:,.1f} MB/s**") for t in study.get_trials())
+
+
+def test_a_stderr_tail_with_a_code_fence_cannot_break_the_note():
+    failed = FrozenTrial(
+        number=0, trial_id=0, state=TrialState.FAIL, value=None, datetime_start=None, datetime_complete=None,
+        params={}, distributions={}, system_attrs={}, intermediate_values={},
+        user_attrs={"role": ROLE_SEARCH, "fail_reason": "exit code 1", "stderr_tail": "```\n| not | a table |"},
+    )
+    note = trial_note(failed)
+    assert "#### stderr (tail)\n\n````text\n```\n| not | a table |\n````" in note
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def dashboard(tuned):
+    """``iobo dashboard`` serving the study on a loopback port; its URL. Stopped afterwards."""
+    storage, _ = tuned
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "iobo.cli", "dashboard", storage, "--port", str(port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"iobo dashboard did not listen on port {port}:\n{server.communicate()[0]}")
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.fixture
+def browser(tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in CHROME_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path / 'chrome-profile'}")
+    options.add_argument("--window-size=1400,2000")
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for_text(driver, *texts, timeout=20):
+    """Wait until the page shows every one of ``texts``; returns the page text."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, timeout).until(lambda d: all(t in d.find_element(By.TAG_NAME, "body").text for t in texts))
+    return driver.find_element(By.TAG_NAME, "body").text
+
+
+@pytest.mark.timeout(90)
+def test_the_dashboard_shows_the_trials_best_value_notes_and_figures(tuned, dashboard, browser, tmp_path):
+    _, study = tuned
+    best = max((t for t in study.get_trials() if t.state == TrialState.COMPLETE), key=lambda t: t.value)
+    browser.get(f"{dashboard}/dashboard/studies/{study._study_id}")
+    wait_for_text(browser, "dash", f"Best Trial (number={best.number})", repr(best.value),
+                  "Best bandwidth so far", "Return on tuning investment (RoTI)")
+    browser.save_screenshot(str(tmp_path / "study.png"))
+
+    browser.get(f"{dashboard}/dashboard/studies/{study._study_id}/trials?numbers={best.number}")
+    page = wait_for_text(browser, "5 Trials", *(f"Trial {n}" for n in range(5)), "HDF5 settings in effect")
+    failed = next(t for t in study.get_trials() if t.state == TrialState.FAIL)
+    assert f"Trial {failed.number}\nFail" in page  # the injected failure is listed as such
+    assert f"{best.value:,.1f} MB/s ({best.user_attrs['role']})" in page  # its note, rendered
+    browser.save_screenshot(str(tmp_path / "best-trial.png"))
+    print(f"screenshots: {tmp_path / 'study.png'}, {tmp_path / 'best-trial.png'}")

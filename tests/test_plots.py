@@ -1,0 +1,78 @@
+"""Figures carry the report's numbers, in plotly (dashboard) and in PNG (report files)."""
+
+import optuna
+import pytest
+
+from iobo import plots
+from iobo.report import build_report
+from iobo.tuner import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH
+
+from test_report import add
+
+
+@pytest.fixture
+def report(storage):
+    study = optuna.create_study(storage=storage, study_name="f", direction="maximize")
+    study.set_user_attr("kernel", "vpic")
+    study.set_user_attr("ranks", 2)
+    for minute, value in ((1, 100.0), (2, 110.0), (3, 90.0)):
+        add(study, value, ROLE_DEFAULT, minute)
+    add(study, 150.0, ROLE_SEARCH, 4, files="per_process")
+    add(study, 120.0, ROLE_SEARCH, 5)
+    for minute, (d, b) in enumerate(((95.0, 140.0), (105.0, 160.0), (100.0, 150.0)), start=10):
+        add(study, d, ROLE_CONFIRM_DEFAULT, minute)
+        add(study, b, ROLE_CONFIRM_BEST, minute, files="per_process")
+    return build_report(study)
+
+
+def test_best_so_far_and_roti_follow_the_tuning_trials(report):
+    best = plots.best_so_far_chart(report)
+    (line,) = best.series
+    assert line.kind == "steps" and list(line.x) == [1, 2, 3, 4, 5]
+    assert list(line.y) == [100.0, 110.0, 110.0, 150.0, 150.0]
+    assert best.lines == ((100.0, "default median 100 MB/s"),)
+    roti = plots.roti_chart(report)
+    curve, peak = roti.series
+    assert list(curve.y) == pytest.approx([0.0, 5.0, 10 / 3, 12.5, 10.0])  # (best - 100) / minutes
+    assert (peak.x, peak.y) == ((4.0,), (12.5,))
+
+
+def test_default_vs_best_shows_the_remeasured_runs_and_the_speedup_interval(report):
+    chart = plots.default_vs_best_chart(report)
+    bars, runs = chart.series
+    assert list(bars.y) == [100.0, 150.0]
+    assert (list(bars.low), list(bars.high)) == ([95.0, 140.0], [105.0, 160.0])
+    assert sorted(runs.y) == [95.0, 100.0, 105.0, 140.0, 150.0, 160.0]
+    low, high = report.speedup_interval()
+    assert chart.title == f"Speedup 1.50x, 95% CI {low:.2f}-{high:.2f}x (re-measured)"
+
+
+def test_importance_puts_the_most_important_on_top():
+    chart = plots.importance_chart({"files": 0.7, "cb_nodes": 0.1, "layout": 0.2})
+    (bars,) = chart.series
+    assert bars.kind == "barh" and list(bars.y) == ["cb_nodes", "layout", "files"]  # drawn bottom-up
+    assert list(bars.x) == [0.1, 0.2, 0.7]
+    assert plots.importance_chart(None) is None
+
+
+def test_plotly_figures_carry_the_chart_numbers(report):
+    figure = plots.to_plotly(plots.default_vs_best_chart(report))
+    bars, runs = figure.data
+    assert list(bars.y) == [100.0, 150.0]
+    assert list(bars.error_y.array) == [5.0, 10.0] and list(bars.error_y.arrayminus) == [5.0, 10.0]
+    assert sorted(runs.y) == [95.0, 100.0, 105.0, 140.0, 150.0, 160.0]
+    figure = plots.to_plotly(plots.best_so_far_chart(report))
+    assert figure.data[0].line.shape == "hv" and list(figure.data[0].y) == [100.0, 110.0, 110.0, 150.0, 150.0]
+    assert figure.layout.shapes[0].y0 == 100.0  # the default median line
+    assert figure.layout.title.text == "Best bandwidth so far"
+
+
+def test_every_chart_saves_as_a_png(report, tmp_path):
+    from matplotlib.image import imread
+
+    charts = plots.report_charts(report, {"files": 0.8, "layout": 0.2})
+    assert [c.name for c in charts] == ["default_vs_best", "best_so_far", "roti", "importance"]
+    for chart in charts:
+        path = plots.save_png(chart, tmp_path / f"{chart.name}.png")
+        height, width, _ = imread(path).shape
+        assert (width, height) == (880, 495)  # 8 x 4.5 inches at 110 dpi
