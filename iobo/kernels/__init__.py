@@ -90,6 +90,7 @@ def names() -> list[str]:
 
 def _load_builtins() -> None:
     if "vpic" not in _REGISTRY:
-        from iobo.kernels import vpic
+        from iobo.kernels import bdcats, checkpoint, gcrm, ior, tile, vorpal, vpic
 
-        register(vpic.SPEC)
+        for module in (vpic, vorpal, gcrm, bdcats, checkpoint, ior, tile):
+            register(module.SPEC)

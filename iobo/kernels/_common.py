@@ -26,7 +26,7 @@ import statistics
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter, sleep
 from typing import Any
@@ -34,7 +34,7 @@ from typing import Any
 from iobo._errors import ConfigError, IoboError, KernelError, SpaceError
 from iobo.config import IOConfig
 from iobo.kernels import KernelSpec
-from iobo.space import Space, Workload
+from iobo.space import Parameter, Space, Workload, io_stack_space
 
 # -- command line ---------------------------------------------------------------
 
@@ -111,6 +111,69 @@ def require_bool(options: Mapping[str, Any], name: str) -> None:
     value = options[name]
     if not isinstance(value, bool):
         raise ConfigError(f"option {flag(name)}={value!r} is not allowed; allowed: true or false (a switch)")
+
+
+def require_choice(options: Mapping[str, Any], name: str, choices: Sequence[str]) -> None:
+    """Raise :class:`ConfigError` unless option ``name`` is one of ``choices``."""
+    if options[name] not in choices:
+        raise ConfigError(f"option {flag(name)}={options[name]!r} is not allowed; allowed: {', '.join(choices)}")
+
+
+def require_multiple_of(options: Mapping[str, Any], name: str, unit: int, what: str) -> None:
+    """Raise :class:`ConfigError` unless option ``name`` is a multiple of ``unit`` (``what`` explains why)."""
+    if options[name] % unit:
+        raise ConfigError(f"option {flag(name)}={options[name]} is not a multiple of {unit}; allowed: "
+                          f"multiples of {unit} ({what})")
+
+
+PHASES = ("write", "read", "write+read")
+"""What a read-and-write kernel times: ``read`` writes its input first, untimed."""
+
+
+def phases(options: Mapping[str, Any]) -> tuple[bool, bool]:
+    """(time the writes, time the reads) for option ``phases``."""
+    return options["phases"] in ("write", "write+read"), options["phases"] in ("read", "write+read")
+
+
+def parse_grid(options: Mapping[str, Any], name: str, dims: int) -> tuple[int, ...]:
+    """Option ``name`` written ``AxB[xC]`` (``dims`` positive integers) as a tuple; raises :class:`ConfigError`."""
+    text = options[name]
+    parts = text.lower().split("x") if isinstance(text, str) else []
+    if len(parts) != dims or not all(part.isdigit() and int(part) >= 1 for part in parts):
+        example = "x".join(["4"] * dims)
+        raise ConfigError(f"option {flag(name)}={text!r} is not allowed; allowed: {dims} integers >= 1 "
+                          f"joined by 'x' (e.g. {example})")
+    return tuple(int(part) for part in parts)
+
+
+def balanced_grid(ranks: int, dims: int) -> tuple[int, ...]:
+    """``dims`` factors of ``ranks``, as equal as possible, largest first (as MPI_Dims_create makes them)."""
+    grid = [1] * dims
+    factor, rest = 2, ranks
+    factors = []
+    while rest > 1:
+        while rest % factor == 0:
+            factors.append(factor)
+            rest //= factor
+        factor += 1
+    for prime in sorted(factors, reverse=True):
+        grid[grid.index(min(grid))] *= prime
+    return tuple(sorted(grid, reverse=True))
+
+
+def grid_for_ranks(options: Mapping[str, Any], name: str, dims: int, ranks: int) -> tuple[int, ...]:
+    """Blocks along each axis from option ``name``: ``auto`` (one block per rank) or ``AxB[xC]``.
+
+    Raises :class:`ConfigError` unless every rank gets the same number of blocks, at least one.
+    """
+    if options[name] == "auto":
+        return balanced_grid(ranks, dims)
+    grid = parse_grid(options, name, dims)
+    blocks = math.prod(grid)
+    if blocks < ranks or blocks % ranks:
+        raise ConfigError(f"option {flag(name)}={options[name]} gives {blocks} block(s) for {ranks} ranks; "
+                          f"allowed: a multiple of {ranks} blocks (every rank the same number, at least one), or auto")
+    return grid
 
 
 def check_common_options(options: Mapping[str, Any]) -> None:
@@ -215,6 +278,12 @@ def remove_files(paths: Sequence[Path]) -> None:
         Path(path).unlink(missing_ok=True)
 
 
+def clear_files(comm, paths: Sequence[Path]) -> None:
+    """Delete ``paths`` (this rank's files), then wait for every rank: no rank creates a file before the old one is gone."""
+    remove_files(paths)
+    comm.Barrier()
+
+
 def fsync_file(path: Path) -> None:
     """Flush ``path``'s written pages to storage (fsync works on the file, whichever descriptor wrote)."""
     fd = os.open(path, os.O_RDONLY)
@@ -247,6 +316,22 @@ def not_applicable(config: IOConfig, fs_type: str, file_per_process: bool) -> di
     return reasons
 
 
+READ_HINTS = (
+    Parameter("romio_cb_read", "mpiio", ("automatic", "enable", "disable"), "automatic", "",
+              "collective buffering for reads"),
+    Parameter("romio_ds_read", "mpiio", ("automatic", "enable", "disable"), "automatic", "",
+              "data sieving for independent reads"),
+)
+"""ROMIO's read-side hints, for the spaces of kernels that read."""
+
+
+def stack_subspace(exclude: Sequence[str] = (), extra: Sequence[Parameter] = ()) -> Space:
+    """:func:`io_stack_space` without the parameters named in ``exclude``, plus ``extra`` parameters."""
+    stack = io_stack_space()
+    kept = stack.select(name for name in stack.names if name not in exclude)
+    return Space(kept.parameters + tuple(extra), stack.constraints)
+
+
 def applicable(config: IOConfig, reasons: Mapping[str, str]) -> dict[str, Any]:
     """The values to apply: ``config.changed()`` minus ``reasons``, plus the children of applied parents.
 
@@ -277,6 +362,17 @@ def unconfirmed(requested: Mapping[str, Any], effective: Mapping[str, Any]) -> d
     return reasons
 
 
+def chunk_request(apply: Mapping[str, Any], chunks: Sequence[int] | None, itemsize: int) -> dict[str, Any]:
+    """``apply`` with ``chunk_size`` as the bytes of the ``chunks`` shape HDF5 was given.
+
+    An N-D chunk holds whole items along each axis, so it may fall short of
+    ``chunk_size``; compare this, not ``apply``, with what took effect.
+    """
+    if chunks is None or "chunk_size" not in apply:
+        return dict(apply)
+    return {**apply, "chunk_size": math.prod(chunks) * itemsize}
+
+
 def unconfirmed_settings(config: IOConfig, apply: Mapping[str, Any], effective: Mapping[str, Any],
                          hints: Mapping[str, str], effective_hints: Mapping[str, str]) -> dict[str, str]:
     """Applied HDF5 values and MPI-IO hints that the open file does not show in effect: ``{name: reason}``.
@@ -295,6 +391,30 @@ ACTUAL_IO_MODES = {0: "no_collective", 1: "chunk_independent", 2: "chunk_collect
 """H5D_mpio_actual_io_mode_t values (H5Ppublic.h) by name."""
 
 
+def loaded_libraries(name: str) -> list[str]:
+    """Paths of the shared libraries loaded in this process whose path contains ``name``, from /proc/self/maps."""
+    paths = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:  # address perms offset device inode [path]
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and name in fields[5] and fields[5].strip() not in paths:
+                paths.append(fields[5].strip())
+    return paths
+
+
+@functools.cache
+def mpi_library() -> ctypes.CDLL:
+    """The MPI library mpi4py has loaded, for C calls made around mpi4py (see :func:`byte_subarray`)."""
+    from mpi4py import MPI  # noqa: F401  (loads libmpi)
+
+    paths = loaded_libraries("libmpi")
+    for path in paths:
+        library = ctypes.CDLL(path)
+        if hasattr(library, "MPI_Type_create_subarray"):
+            return library
+    raise KernelError(f"no loaded MPI library has MPI_Type_create_subarray (looked at {paths or 'none'})")
+
+
 @functools.cache
 def hdf5_library() -> ctypes.CDLL:
     """The libhdf5 h5py has loaded, found in /proc/self/maps, for calls h5py does not wrap.
@@ -304,12 +424,7 @@ def hdf5_library() -> ctypes.CDLL:
     """
     import h5py  # noqa: F401  (loads libhdf5)
 
-    paths = []
-    with open("/proc/self/maps") as maps:
-        for line in maps:  # address perms offset device inode [path]
-            fields = line.split(maxsplit=5)
-            if len(fields) == 6 and "libhdf5" in fields[5] and fields[5].strip() not in paths:
-                paths.append(fields[5].strip())
+    paths = loaded_libraries("libhdf5")
     for path in paths:
         library = ctypes.CDLL(path)
         if hasattr(library, "H5Pset_coll_metadata_write"):
@@ -414,9 +529,37 @@ def file_access_plist(config: IOConfig, apply: Mapping[str, Any], comm=None,
     return fapl
 
 
-def chunk_elements(chunk_bytes: int, itemsize: int, length: int) -> int:
-    """Elements in a 1-D chunk of ``chunk_bytes`` bytes of ``itemsize``-byte items, at most ``length``."""
-    return max(1, min(chunk_bytes // itemsize, length))
+def chunk_shape(chunk_bytes: int, itemsize: int, shape: Sequence[int]) -> tuple[int, ...]:
+    """A chunk of at most ``chunk_bytes`` bytes (at least one item) for a dataset of ``shape``.
+
+    Filled in C (row-major) order: whole trailing dimensions while they fit,
+    then as much of the next dimension as fits, 1 along the leading ones. For
+    a 1-D dataset: ``min(chunk_bytes // itemsize, length)`` items.
+    """
+    budget = max(1, chunk_bytes // itemsize)  # items still to place
+    chunk = [1] * len(shape)
+    for axis in reversed(range(len(shape))):
+        chunk[axis] = max(1, min(shape[axis], budget))
+        if chunk[axis] < shape[axis]:
+            break
+        budget //= shape[axis]
+    return tuple(chunk)
+
+
+def chunked_create_plist(chunks: Sequence[int] | None):
+    """A dataset creation property list: chunks of shape ``chunks``, or contiguous for ``None``."""
+    from h5py import h5p
+
+    dcpl = h5p.create(h5p.DATASET_CREATE)
+    if chunks is not None:
+        dcpl.set_chunk(tuple(chunks))
+    return dcpl
+
+
+def requested_chunks(apply: Mapping[str, Any], itemsize: int, shape: Sequence[int]) -> tuple[int, ...] | None:
+    """The chunk shape for a dataset of ``shape``: ``chunk_size`` bytes by :func:`chunk_shape` when
+    ``layout=chunked`` applies, else ``None`` (HDF5's default contiguous layout)."""
+    return chunk_shape(apply["chunk_size"], itemsize, shape) if apply.get("layout") == "chunked" else None
 
 
 def dataset_create_plist(apply: Mapping[str, Any], length: int, itemsize: int):
@@ -425,12 +568,7 @@ def dataset_create_plist(apply: Mapping[str, Any], length: int, itemsize: int):
     ``layout=chunked`` sets chunks of ``chunk_size`` bytes, never larger
     than the dataset; otherwise HDF5's default contiguous layout.
     """
-    from h5py import h5p
-
-    dcpl = h5p.create(h5p.DATASET_CREATE)
-    if apply.get("layout") == "chunked":
-        dcpl.set_chunk((chunk_elements(apply["chunk_size"], itemsize, length),))
-    return dcpl
+    return chunked_create_plist(requested_chunks(apply, itemsize, (length,)))
 
 
 def dataset_transfer_plist(apply: Mapping[str, Any]):
@@ -458,20 +596,57 @@ def create_file(path: Path, fapl):
     return h5py.File(h5f.create(os.fsencode(path), h5f.ACC_TRUNC, fapl=fapl))
 
 
-def create_dataset_1d(group, name: str, length: int, dcpl):
-    """A new 1-D little-endian float32 dataset of ``length`` elements in ``group``; its low-level DatasetID."""
+def open_file(path: Path, fapl):
+    """Open existing HDF5 file ``path`` read-only with access plist ``fapl``; an ``h5py.File`` (see :func:`create_file`)."""
+    import h5py
+    from h5py import h5f
+
+    return h5py.File(h5f.open(os.fsencode(path), h5f.ACC_RDONLY, fapl=fapl))
+
+
+def create_dataset(group, name: str, shape: Sequence[int], dcpl, dtype: str = "<f4"):
+    """A new dataset of ``shape`` and numpy ``dtype`` (little-endian float32 by default) in ``group``; its DatasetID."""
+    import numpy as np
     from h5py import h5d, h5s, h5t
 
-    return h5d.create(group.id, name.encode(), h5t.IEEE_F32LE, h5s.create_simple((length,)), dcpl=dcpl)
+    file_type = h5t.py_create(np.dtype(dtype))
+    return h5d.create(group.id, name.encode(), file_type, h5s.create_simple(tuple(shape)), dcpl=dcpl)
+
+
+def create_dataset_1d(group, name: str, length: int, dcpl):
+    """A new 1-D little-endian float32 dataset of ``length`` elements in ``group``; its low-level DatasetID."""
+    return create_dataset(group, name, (length,), dcpl)
+
+
+def select(dataset_id, start: Sequence[int], count: Sequence[int], stride: Sequence[int] | None = None):
+    """The dataset's file dataspace with the hyperslab ``start``, ``count`` (and ``stride``) selected."""
+    file_space = dataset_id.get_space()
+    file_space.select_hyperslab(tuple(start), tuple(count), tuple(stride) if stride else None)
+    return file_space
+
+
+def write_hyperslab(dataset_id, values, start: Sequence[int], dxpl) -> None:
+    """Write N-D array ``values`` into the block of the dataset that starts at ``start``."""
+    from h5py import h5s
+
+    file_space = select(dataset_id, start, values.shape)
+    dataset_id.write(h5s.create_simple(values.shape), file_space, values, dxpl=dxpl)
 
 
 def write_slice_1d(dataset_id, values, start: int, dxpl) -> None:
     """Write array ``values`` into elements [start, start + len(values)) of a 1-D dataset."""
+    write_hyperslab(dataset_id, values, (start,), dxpl)
+
+
+def read_hyperslab(dataset_id, start: Sequence[int], count: Sequence[int], dxpl,
+                   stride: Sequence[int] | None = None):
+    """Read the hyperslab ``start``, ``count`` (every ``stride``-th item) of a dataset into a new array of shape ``count``."""
+    import numpy as np
     from h5py import h5s
 
-    file_space = dataset_id.get_space()
-    file_space.select_hyperslab((start,), (len(values),))
-    dataset_id.write(h5s.create_simple((len(values),)), file_space, values, dxpl=dxpl)
+    values = np.empty(tuple(count), dtype=dataset_id.dtype)
+    dataset_id.read(h5s.create_simple(values.shape), select(dataset_id, start, count, stride), values, dxpl=dxpl)
+    return values
 
 
 # -- what took effect ----------------------------------------------------------------
@@ -509,6 +684,7 @@ def effective_hdf5(file, dataset_id, dxpl) -> dict[str, Any]:
         "mdc_initial_size": fapl.get_mdc_config().initial_size,
         "layout": "chunked" if chunked else "contiguous",
         "chunk_size": math.prod(dcpl.get_chunk()) * dataset_id.get_type().get_size() if chunked else None,
+        "chunk_shape": list(dcpl.get_chunk()) if chunked else None,
         "transfer_mode": "independent" if io_mode == "no_collective" else "collective",
         "actual_io_mode": io_mode,
         "coll_metadata": all(collective_md.values()),
@@ -524,7 +700,11 @@ def effective_hints(file) -> dict[str, str]:
     """
     from mpi4py import MPI
 
-    handle = MPI.File.fromhandle(mpi_file_handle(file.id))  # borrowed: HDF5 closes the file
+    return mpi_file_hints(MPI.File.fromhandle(mpi_file_handle(file.id)))  # borrowed: HDF5 closes the file
+
+
+def mpi_file_hints(handle) -> dict[str, str]:
+    """Every hint ``MPI_File_get_info`` reports on an open ``MPI.File``."""
     info = handle.Get_info()
     try:
         return dict(info.items())
@@ -561,9 +741,9 @@ def max_over_ranks(comm, values: Sequence[float]) -> list[float]:
     return result.tolist()
 
 
-def timed_write(comm, steps: int, create: Callable[[], Any], write_step: Callable[[Any, int], None],
+def timed_phase(comm, steps: int, open_file: Callable[[], Any], do_step: Callable[[Any, int], None],
                 probe: Callable[[Any], Any], close: Callable[[Any], None]) -> tuple[RepeatTiming, Any]:
-    """Time one repeat of create + ``steps`` x write_step + close, as the I/O literature does.
+    """Time one repeat of open (or create) + ``steps`` x do_step (writes or reads) + close, as the I/O literature does.
 
     ``comm.Barrier()``, then each rank times its own open, steps and close;
     the maxima over ranks are taken afterwards, outside the timed section.
@@ -572,12 +752,12 @@ def timed_write(comm, steps: int, create: Callable[[], Any], write_step: Callabl
     """
     comm.Barrier()
     start = perf_counter()
-    file = create()
+    file = open_file()
     open_seconds = perf_counter() - start
     step_seconds = []
     for step in range(steps):
         start = perf_counter()
-        write_step(file, step)
+        do_step(file, step)
         step_seconds.append(perf_counter() - start)
     probed = probe(file)
     start = perf_counter()
@@ -586,6 +766,247 @@ def timed_write(comm, steps: int, create: Callable[[], Any], write_step: Callabl
     total = open_seconds + sum(step_seconds) + close_seconds
     maxima = max_over_ranks(comm, [open_seconds, *step_seconds, close_seconds, total])
     return RepeatTiming(maxima[0], maxima[1:-2], maxima[-2], maxima[-1]), probed
+
+
+timed_write = timed_phase
+"""The write phase's name for :func:`timed_phase` (create + write steps + close)."""
+
+
+# -- HDF5 datasets written or read in steps -------------------------------------------
+
+
+@dataclass(frozen=True)
+class Slab:
+    """One block of a dataset that this rank writes or reads.
+
+    start: where the block starts; values: what it holds (written, or
+    expected on reading), of the block's shape; stride: every stride-th item
+    along each axis (``None``: contiguous block).
+    """
+
+    start: tuple[int, ...]
+    values: Any
+    stride: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class DatasetPlan:
+    """One dataset of a step: its path in the file (``Timestep_0/E``), full shape, numpy dtype and this rank's slabs.
+
+    Every rank has the same plans in the same order (dataset creation is
+    collective) and the same number of slabs in each (so collective
+    transfers match).
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    slabs: tuple[Slab, ...]
+
+    @property
+    def itemsize(self) -> int:
+        import numpy as np
+
+        return np.dtype(self.dtype).itemsize
+
+
+def plan_values(steps: Sequence[Sequence[DatasetPlan]]) -> int:
+    """Items in every slab of every step: this rank's share of the values."""
+    return sum(slab.values.size for plans in steps for plan in plans for slab in plan.slabs)
+
+
+@dataclass
+class StepFile:
+    """One rank's timed repeat over one HDF5 file whose datasets are written (or read) step by step.
+
+    steps[i]: the datasets of step i; fapl, dxpl: access and transfer
+    property lists; shared: one file for all ranks (mpio driver); write:
+    create and write, else open and read, keeping what was read in ``got``
+    (``got[step][plan][slab]``) to compare after the timing; dcpl (writes):
+    ``DatasetPlan -> creation plist`` for new datasets; fsync: flush after
+    writing.
+    """
+
+    path: Path
+    shared: bool
+    steps: Sequence[Sequence[DatasetPlan]]
+    fapl: Any
+    dxpl: Any
+    write: bool
+    dcpl: Callable[[DatasetPlan], Any] | None = None
+    fsync: bool = False
+    got: list = field(default_factory=list)
+
+    def open(self):
+        self.got = []
+        return create_file(self.path, self.fapl) if self.write else open_file(self.path, self.fapl)
+
+    def do_step(self, file, step: int) -> None:
+        if self.write:
+            for plan in self.steps[step]:
+                parent = plan.name.rpartition("/")[0]
+                group = file.require_group(parent) if parent else file
+                dataset = create_dataset(group, plan.name.rpartition("/")[2], plan.shape, self.dcpl(plan), plan.dtype)
+                for slab in plan.slabs:
+                    write_hyperslab(dataset, slab.values, slab.start, self.dxpl)
+        else:
+            self.got.append([[read_hyperslab(file[plan.name].id, slab.start, slab.values.shape, self.dxpl, slab.stride)
+                              for slab in plan.slabs] for plan in self.steps[step]])
+
+    def probe(self, file) -> tuple[dict[str, Any], dict[str, str]]:
+        """(HDF5 settings, MPI-IO hints) in effect, read from the open file and its last dataset."""
+        dataset = file[self.steps[-1][-1].name].id
+        return effective_hdf5(file, dataset, self.dxpl), effective_hints(file) if self.shared else {}
+
+    def close(self, file) -> None:
+        file.close()
+        if self.write and self.fsync:
+            fsync_file(self.path)
+
+    def mismatches(self) -> Mismatches:
+        """What was read (``got``) against the plans' values."""
+        found = Mismatches()
+        for plans, arrays in zip(self.steps, self.got):
+            for plan, slabs in zip(plans, arrays):
+                for slab, actual in zip(plan.slabs, slabs):
+                    found.compare(f"{self.path.name}:{plan.name}{list(slab.start)}+", slab.values, actual)
+        return found
+
+
+def repeat_phase(comm, repeats: int, steps: int, phase, step_bytes: int, label: str | None = None,
+                 first_step: int = 0, remove: Sequence[Path] = ()) -> tuple[list[RepeatTiming], Any]:
+    """Time ``repeats`` repeats of ``phase`` (open, do_step, probe, close: a :class:`StepFile` or alike).
+
+    Before each repeat the files in ``remove`` are deleted (a write creates
+    them anew: striping is set at creation). Prints the step lines (``label``:
+    their phase, numbered from ``first_step``). Returns the timings and the
+    last repeat's probe.
+    """
+    timings, probed = [], None
+    for repeat in range(repeats):
+        remove_files(remove)
+        timing, probed = timed_phase(comm, steps, phase.open, phase.do_step, phase.probe, phase.close)
+        emit_steps(comm, repeat, step_bytes, timing, label, first_step)
+        timings.append(timing)
+    return timings, probed
+
+
+def run_untimed(phase, steps: int) -> None:
+    """Run ``phase`` (open, ``steps`` x do_step, close) without timing: an input written, or data read back."""
+    file = phase.open()
+    for step in range(steps):
+        phase.do_step(file, step)
+    phase.close(file)
+
+
+def reread(step_file: StepFile, fapl) -> Mismatches:
+    """Read back every slab ``step_file`` wrote (untimed, through ``fapl``) and compare with what was written."""
+    reader = StepFile(step_file.path, step_file.shared, step_file.steps, fapl, dataset_transfer_plist({}), write=False)
+    run_untimed(reader, len(reader.steps))
+    return reader.mismatches()
+
+
+# -- MPI-IO files (kernels that bypass HDF5) ------------------------------------------
+
+
+def mpi_open(comm, path: Path, write: bool, hints: Mapping[str, str]):
+    """Open ``path`` with MPI-IO on ``comm`` (created, not truncated, when ``write``; else read-only) with ``hints``."""
+    from mpi4py import MPI
+
+    mode = MPI.MODE_CREATE | MPI.MODE_WRONLY if write else MPI.MODE_RDONLY
+    info = mpi_info(hints)
+    try:
+        return MPI.File.Open(comm, os.fspath(path), mode, info)
+    finally:
+        info.Free()
+
+
+def byte_subarray(sizes: Sequence[int], subsizes: Sequence[int], starts: Sequence[int]):
+    """A committed MPI datatype: the block ``subsizes`` at ``starts`` of a C-order byte array of ``sizes``.
+
+    Built with the C call ``MPI_Type_create_subarray`` through ctypes: mpi4py 4
+    builds derived datatypes with MPI-4's large-count calls, whose file views
+    ROMIO in MPICH 4.0.2 cannot flatten ("Out of memory in file
+    adio/common/flatten.c", seen for subarray, hvector and hindexed types).
+    The caller frees it.
+    """
+    from mpi4py import MPI
+
+    handle_type = ctypes.c_uint32 if MPI._sizeof(MPI.Datatype) == 4 else ctypes.c_void_p
+    ints = ctypes.c_int * len(sizes)
+    new = handle_type()
+    status = mpi_library().MPI_Type_create_subarray(
+        len(sizes), ints(*sizes), ints(*subsizes), ints(*starts), MPI.ORDER_C, handle_type(MPI.BYTE.handle),
+        ctypes.byref(new))
+    if status != 0:
+        raise KernelError(f"MPI_Type_create_subarray failed (error {status}) for sizes {list(sizes)}, "
+                          f"subsizes {list(subsizes)}, starts {list(starts)}")
+    datatype = MPI.Datatype.fromhandle(new.value)
+    datatype.Commit()
+    return datatype
+
+
+# -- values that can be checked --------------------------------------------------------
+
+VALUE_MODULUS = 2**24
+"""float32 holds every integer below 2**24 exactly."""
+SALT_STRIDE = 1_000_003
+"""How far the values of one salt (step, variable...) are shifted from the previous salt's."""
+
+
+def global_index(shape: Sequence[int], start: Sequence[int], count: Sequence[int]):
+    """Row-major index in a dataset of ``shape`` of every item of the block at ``start`` of ``count`` (int64 array)."""
+    import numpy as np
+
+    axes = [np.arange(first, first + n, dtype=np.int64) for first, n in zip(start, count)]
+    index = np.zeros(tuple(count), dtype=np.int64)
+    for axis, coordinates in enumerate(axes):
+        stride = math.prod(shape[axis + 1:])
+        index += coordinates.reshape([-1 if a == axis else 1 for a in range(len(count))]) * stride
+    return index
+
+
+def exact_float32(index, salt: int):
+    """float32 integers ``(index + salt * 1000003) mod 2**24``: exact, and different for neighbours and salts."""
+    import numpy as np
+
+    return ((index + salt * SALT_STRIDE) % VALUE_MODULUS).astype(np.float32)
+
+
+@dataclass
+class Mismatches:
+    """Values that differ from what was expected on this rank: how many, and the first described."""
+
+    count: int = 0
+    first: str = ""
+
+    def compare(self, where: str, expected, actual) -> None:
+        """Count the items of ``actual`` that differ from ``expected``; ``where`` names the data (file:dataset)."""
+        import numpy as np
+
+        if expected.shape != actual.shape:
+            self.count += expected.size
+            self.first = self.first or f"{where}: shape {actual.shape}, expected {expected.shape}"
+            return
+        bad = np.argwhere(expected != actual)
+        if bad.size and not self.first:
+            position = tuple(int(i) for i in bad[0])
+            self.first = f"{where}{list(position)}: expected {expected[position]}, read {actual[position]}"
+        self.count += len(bad)
+
+    def merge(self, other: "Mismatches") -> None:
+        """Add the mismatches found by another comparison."""
+        self.count += other.count
+        self.first = self.first or other.first
+
+
+def verdict(comm, kernel: str, mismatches: Mismatches, checked: int, what: str) -> tuple[bool, str]:
+    """(every rank's values all correct, failure message for rank 0); ``checked``: values compared over all ranks."""
+    wrong = comm.allreduce(mismatches.count)
+    described = [text for text in comm.allgather(mismatches.first) if text]
+    message = (f"{kernel}: verify failed: {wrong} of {checked} values {what} differ from what was written; "
+               f"first: {described[0] if described else '?'}")
+    return wrong == 0, message
 
 
 # -- output --------------------------------------------------------------------------
@@ -602,11 +1023,18 @@ def emit(comm, record: Mapping[str, Any]) -> None:
         print(json.dumps(record), flush=True)
 
 
-def emit_steps(comm, repeat: int, step_bytes: int, timing: RepeatTiming) -> None:
-    """One ``{"event": "step", ...}`` line per step of a repeat; ``step_bytes`` over all ranks."""
-    for step, seconds in enumerate(timing.step_seconds):
-        emit(comm, {"event": "step", "step": step, "repeat": repeat, "bytes": step_bytes,
-                    "seconds": seconds, "mb_per_s": mb_per_s(step_bytes, seconds)})
+def emit_steps(comm, repeat: int, step_bytes: int, timing: RepeatTiming, phase: str | None = None,
+               first_step: int = 0) -> None:
+    """One ``{"event": "step", ...}`` line per step of a repeat; ``step_bytes`` over all ranks.
+
+    phase (``write`` or ``read``), when given, is added to each line; steps
+    are numbered from ``first_step``, so that a read phase after a write
+    phase of T steps continues at T within the repeat.
+    """
+    for index, seconds in enumerate(timing.step_seconds):
+        line = {"event": "step", "step": first_step + index, "repeat": repeat, "bytes": step_bytes,
+                "seconds": seconds, "mb_per_s": mb_per_s(step_bytes, seconds)}
+        emit(comm, line if phase is None else {**line, "phase": phase})
 
 
 def result_record(kernel: str, ranks: int, nbytes: int, timings: Sequence[RepeatTiming],
@@ -630,6 +1058,67 @@ def result_record(kernel: str, ranks: int, nbytes: int, timings: Sequence[Repeat
         "close_seconds": statistics.median(t.close_seconds for t in timings),
         **fields,
     }
+
+
+def phase_summary(nbytes: int, timings: Sequence[RepeatTiming]) -> dict[str, Any]:
+    """Bytes, median seconds and MB/s, per-repeat MB/s, median open and close seconds of one phase."""
+    rates = [mb_per_s(nbytes, t.seconds) for t in timings]
+    return {
+        "bytes": nbytes,
+        "seconds": statistics.median(t.seconds for t in timings),
+        "mb_per_s": statistics.median(rates),
+        "repeats_mb_per_s": rates,
+        "open_seconds": statistics.median(t.open_seconds for t in timings),
+        "close_seconds": statistics.median(t.close_seconds for t in timings),
+    }
+
+
+def io_result_record(kernel: str, ranks: int, written: tuple[int, Sequence[RepeatTiming]] | None,
+                     read: tuple[int, Sequence[RepeatTiming]] | None, **fields: Any) -> dict[str, Any]:
+    """The final ``{"event": "result", ...}`` record of a kernel that writes, reads, or both.
+
+    written, read: (bytes per repeat over all ranks, one timing per repeat), or
+    ``None`` for a phase not run. ``mb_per_s``, what the tuner maximises, is the
+    write bandwidth, the read bandwidth, or for both TunIO's objective
+    ``(1 - a) * BW_read + a * BW_write`` with ``a`` = share of bytes written,
+    computed per repeat, median over repeats. ``bytes`` = bytes moved per
+    repeat; ``seconds`` = median of write + read seconds. Each phase's own
+    figures are under ``write`` and ``read``.
+    """
+    from iobo.measure import mixed_objective
+
+    phases_run = {name: phase for name, phase in (("write", written), ("read", read)) if phase is not None}
+    repeats = len(next(iter(phases_run.values()))[1])
+    rates = {name: [mb_per_s(nbytes, t.seconds) for t in timings] for name, (nbytes, timings) in phases_run.items()}
+    bytes_written, bytes_read = (written or (0, ()))[0], (read or (0, ()))[0]
+    if len(rates) == 2:
+        objective = [mixed_objective(r, w, bytes_read, bytes_written) for r, w in zip(rates["read"], rates["write"])]
+    else:
+        objective = next(iter(rates.values()))
+    seconds = [sum(timings[i].seconds for _, timings in phases_run.values()) for i in range(repeats)]
+    return {
+        "event": "result",
+        "kernel": kernel,
+        "ranks": ranks,
+        "bytes": bytes_written + bytes_read,
+        "bytes_written": bytes_written,
+        "bytes_read": bytes_read,
+        "seconds": statistics.median(seconds),
+        "mb_per_s": statistics.median(objective),
+        "repeats_mb_per_s": objective,
+        "objective": "mixed" if len(rates) == 2 else next(iter(rates)),
+        **{name: phase_summary(nbytes, timings) for name, (nbytes, timings) in phases_run.items()},
+        **fields,
+    }
+
+
+def finish(comm, record: Mapping[str, Any], verified: bool | None, failure: str) -> None:
+    """Print the result ``record``; then, when verification failed, print ``failure`` on stderr and exit 1."""
+    emit(comm, record)
+    if verified is False:
+        if comm.rank == 0:
+            print(failure, file=sys.stderr, flush=True)
+        sys.exit(1)
 
 
 # -- failure handling ------------------------------------------------------------------
