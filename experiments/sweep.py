@@ -1,0 +1,143 @@
+"""Record a benchmark table: every configuration of a small grid, measured repeatedly.
+
+Each configuration is launched once as a real MPI job with the kernel's
+``--repeats R`` option (R timed open+write+close cycles in one process, which
+amortises the ~2 s start-up), in a random order so slow drifts of a shared
+machine do not line up with any parameter. One CSV row per repeat: the
+parameters, ``repeat``, ``mb_per_s``; a JSON sidecar records the machine,
+the kernel, its options, the grid and the run's wall time. Samplers are then
+benchmarked on the table (``experiments/sampler/``): each evaluation draws a
+recorded repeat at random, and a configuration's true value is its median.
+
+    .venv/bin/python experiments/sweep.py --table vpic-tmpfs   # the recorded tables
+    .venv/bin/python experiments/sweep.py --table ior-tmpfs
+    .venv/bin/python experiments/sweep.py --table vpic-tmpfs --limit 5  # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import json
+import os
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+
+from iobo import kernels
+from iobo.launch import KernelJob, run_kernel
+from iobo.space import KiB, MiB
+
+HERE = Path(__file__).parent
+TABLES = {
+    # 6 parameters, 216 configurations: file layout, chunking, transfer mode, alignment, MPI-IO buffering
+    "vpic-tmpfs": {
+        "kernel": "vpic",
+        "ranks": 2,
+        "workdir": "/dev/shm/iobo-sweep",
+        "options": {"particles": 1 << 20, "steps": 2, "fsync": True},
+        "grid": {
+            "files": ["shared", "per_process"],
+            ("layout", "chunk_size"): [("contiguous", None), ("chunked", 256 * KiB), ("chunked", 4 * MiB)],
+            "transfer_mode": ["independent", "collective"],
+            "alignment_interval": [1, 64 * KiB, 4 * MiB],
+            "cb_buffer_size": [MiB, 16 * MiB],
+            "romio_cb_write": ["automatic", "enable", "disable"],
+        },
+    },
+    # 6 parameters, 216 configurations: IOR-like MPI-IO write+read (TunIO's mixed objective)
+    "ior-tmpfs": {
+        "kernel": "ior",
+        "ranks": 2,
+        "workdir": "/dev/shm/iobo-sweep",
+        "options": {"api": "mpiio", "block_size": 4 * MiB, "transfer_size": 256 * KiB, "segments": 4,
+                    "phases": "write+read", "fsync": True},
+        "grid": {
+            "files": ["shared", "per_process"],
+            "transfer_mode": ["independent", "collective"],
+            "cb_buffer_size": [MiB, 4 * MiB, 16 * MiB],
+            "romio_cb_write": ["automatic", "enable", "disable"],
+            "romio_ds_write": ["automatic", "disable"],
+            "romio_cb_read": ["automatic", "enable", "disable"],
+        },
+    },
+}
+
+
+def configurations(grid: dict) -> list[dict]:
+    """Every assignment of the grid; tuple keys vary together (conditional pairs)."""
+    keys = list(grid)
+    rows = []
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        values = {}
+        for key, value in zip(keys, combo):
+            if isinstance(key, tuple):
+                values.update({k: v for k, v in zip(key, value) if v is not None})
+            else:
+                values[key] = value
+        rows.append(values)
+    return rows
+
+
+def columns(grid: dict) -> list[str]:
+    names = []
+    for key in grid:
+        names.extend(key if isinstance(key, tuple) else [key])
+    return names
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--table", choices=sorted(TABLES), required=True)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--limit", type=int, help="only the first N configurations (of the shuffled order)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    table = TABLES[args.table]
+    spec = kernels.get(table["kernel"])
+    configs = configurations(table["grid"])
+    random.Random(args.seed).shuffle(configs)
+    configs = configs[: args.limit] if args.limit else configs
+    workdir = Path(table["workdir"])
+    workdir.mkdir(parents=True, exist_ok=True)
+    csv_path = HERE / "tables" / f"{args.table}.csv"
+    csv_path.parent.mkdir(exist_ok=True)
+    names = columns(table["grid"])
+    started = time.time()
+    failures = 0
+    with csv_path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([*names, "repeat", "mb_per_s"])
+        for i, values in enumerate(configs):
+            job = KernelJob(kernel=spec, values=values, ranks=table["ranks"], workdir=str(workdir),
+                            options={**table["options"], "repeats": args.repeats}, timeout_s=600)
+            try:
+                result = run_kernel(job)["result"]
+            except Exception as exc:  # recorded as missing; the sweep goes on
+                failures += 1
+                print(f"[{i + 1}/{len(configs)}] FAILED {values}: {exc}", file=sys.stderr)
+                continue
+            for repeat, mb_per_s in enumerate(result["repeats_mb_per_s"]):
+                writer.writerow([values.get(n, "") for n in names] + [repeat, f"{mb_per_s:.1f}"])
+            handle.flush()
+            median = sorted(result["repeats_mb_per_s"])[len(result["repeats_mb_per_s"]) // 2]
+            print(f"[{i + 1}/{len(configs)}] {median:8.0f} MB/s  {values}", flush=True)
+    meta = {
+        "table": args.table, "kernel": table["kernel"], "ranks": table["ranks"], "options": table["options"],
+        "workdir": table["workdir"], "repeats": args.repeats, "configurations": len(configs),
+        "failed": failures, "grid": {"+".join(k) if isinstance(k, tuple) else k: v for k, v in table["grid"].items()},
+        "machine": {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
+                    "load_avg_at_end": os.getloadavg()},
+        "started_unix": started, "wall_seconds": round(time.time() - started, 1),
+        "note": "measured on a shared 2-core machine while other jobs ran; noise is part of the table",
+    }
+    csv_path.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
+    print(f"wrote {csv_path} ({len(configs) - failures} configurations x {args.repeats} repeats)")
+
+
+if __name__ == "__main__":
+    main()
