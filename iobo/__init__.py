@@ -19,7 +19,9 @@ __all__ = [
     "SpaceError",
     "Tuner",
     "Workload",
+    "hdf5",
     "io_stack_space",
+    "tune",
 ]
 __version__ = "0.1.0"
 
@@ -29,4 +31,12 @@ def __getattr__(name: str):
         from iobo.tuner import Tuner
 
         return Tuner
+    if name == "tune":
+        from iobo.decorator import tune
+
+        return tune
+    if name == "hdf5":
+        import importlib
+
+        return importlib.import_module("iobo.hdf5")
     raise AttributeError(f"module 'iobo' has no attribute {name!r}")

@@ -40,8 +40,12 @@ class MPILauncher(abc.ABC):
     @abc.abstractmethod
     def command(self, ranks: int, argv: list[str]) -> list[str]: ...
 
-    def check(self) -> None:
-        """Raise :class:`ConfigError` before launch if the launcher cannot run here."""
+    def check(self, ranks: int) -> None:
+        """Raise :class:`ConfigError` before launch if the launcher cannot start ``ranks`` ranks here."""
+
+    def resource_specification(self, ranks: int) -> dict[str, int]:
+        """The ``parsl_resource_specification`` a Parsl app running this launcher needs (none by default)."""
+        return {}
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,7 @@ class MpiexecLauncher(MPILauncher):
     def command(self, ranks, argv):
         return [self.executable, "-n", str(ranks), *self.extra_args, *argv]
 
-    def check(self):
+    def check(self, ranks):
         if shutil.which(self.executable) is None:
             raise ConfigError(
                 f"MPI launcher {self.executable!r} is not on PATH; install MPICH "
@@ -68,21 +72,55 @@ class MpiexecLauncher(MPILauncher):
 
 @dataclass(frozen=True)
 class ParslMPIPrefixLauncher(MPILauncher):
-    """Uses ``$PARSL_MPI_PREFIX``, which Parsl's MPI executors set per task.
+    """Uses ``$PARSL_MPI_PREFIX``, which Parsl's MPI mode sets per task.
 
-    Parsl computes the prefix (``srun``/``mpiexec``/``aprun`` with the task's
-    ``num_nodes`` and ``ranks_per_node``) from the resource specification; the
-    rank count is therefore fixed by Parsl, and ``ranks`` is only checked.
+    Parsl's MPI mode (``parsl.executors.MPIExecutor``, an HTEX with
+    ``enable_mpi_mode``) gives each task the nodes its
+    ``parsl_resource_specification`` asks for and composes the prefix
+    (``mpiexec -n R -ppn P -hosts ...``, or ``srun``/``aprun``) from them;
+    :meth:`resource_specification` is that request, and ``ParslRunner``
+    submits every trial with it.
+
+    nodes: nodes each run spans (ranks are spread ``ceil(ranks / nodes)``
+    per node); executable: replaces the prefix's first word, to name the MPI
+    flavour when several are installed (``mpiexec.mpich``); ``None`` keeps
+    Parsl's.
     """
+
+    nodes: int = 1
+    executable: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
+            raise ConfigError(f"ParslMPIPrefixLauncher nodes must be a positive integer; got {self.nodes!r}")
+
+    def check(self, ranks):
+        if ranks < self.nodes:
+            raise ConfigError(
+                f"a run of {ranks} rank(s) cannot span nodes={self.nodes}; allowed: nodes <= ranks: "
+                f"ask for more ranks or fewer nodes"
+            )
+
+    def resource_specification(self, ranks):
+        return {"num_nodes": self.nodes, "ranks_per_node": -(-ranks // self.nodes), "num_ranks": ranks}
 
     def command(self, ranks, argv):
         prefix = os.environ.get("PARSL_MPI_PREFIX")
         if not prefix:
             raise ConfigError(
-                "PARSL_MPI_PREFIX is not set: this launcher runs only inside a Parsl MPI task "
-                "(an executor with enable_mpi_mode and a resource_specification); use MpiexecLauncher elsewhere"
+                "PARSL_MPI_PREFIX is not set: this launcher runs only inside a task of a Parsl executor in MPI "
+                "mode (MPIExecutor) submitted with a parsl_resource_specification; use MpiexecLauncher elsewhere"
             )
-        return [*prefix.split(), *argv]
+        placed = os.environ.get("PARSL_NUM_RANKS")
+        if placed is not None and placed != str(ranks):
+            raise ConfigError(
+                f"Parsl placed this task for {placed} ranks but the run needs {ranks}: submit it with "
+                f"parsl_resource_specification=launcher.resource_specification({ranks})"
+            )
+        words = prefix.split()
+        if self.executable:
+            words[0] = self.executable
+        return [*words, *argv]
 
 
 @dataclass(frozen=True)
@@ -115,7 +153,7 @@ class KernelJob:
         spec = kernels.get(self.kernel)
         options = spec.resolve_options(self.options)
         config = IOConfig.from_values(self.values, spec.space(), spec.workload(self.ranks, options))
-        self.launcher.check()
+        self.launcher.check(self.ranks)
         return config
 
 

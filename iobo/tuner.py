@@ -223,19 +223,12 @@ class Tuner:
 
     def _start(self, study):
         trial = study.ask()
-        trial.set_user_attr("owner", _owner())  # first: a resumed study can tell whose trial this is
-        role = trial.user_attrs.get("role", ROLE_SEARCH)
-        values, repaired = self.space.suggest(trial, self.workload)
-        trial.set_user_attr("role", role)
-        trial.set_user_attr("config", values)
-        if repaired:
-            trial.set_user_attr("repaired", repaired)
+        values = suggest_config(trial, self.space, self.workload)
         job = KernelJob(
             kernel=kernels.get(self.kernel), values=values, ranks=self.ranks, workdir=self.workdir,
             options=self.kernel_options, launcher=self.launcher, timeout_s=self.timeout_s,
             tag=f"{trial.number}",
         )
-        trial.set_user_attr("started_unix", time.time())
         return trial, job
 
     def _finish(self, study, trial, future: Future) -> None:
@@ -254,20 +247,7 @@ class Tuner:
             study.tell(trial, state=_state("FAIL"))
             self._say(f"trial {trial.number:3d} [{role}] FAILED: {type(exc).__name__}: {exc}")
             return
-        result = outcome["result"]
-        attrs = {
-            "bytes": outcome["bytes"],
-            "seconds": outcome["seconds"],
-            "step_mb_per_s": outcome["step_mb_per_s"],
-            "wall_seconds": round(outcome["wall_seconds"], 3),
-            "effective": result.get("effective", {}),
-            "hints": result.get("hints", {}),
-            "requested_hints": result.get("requested_hints", {}),
-            "not_applied": result.get("not_applied", {}),
-            "fs_type": result.get("fs_type"),
-            "command": " ".join(outcome["command"]),
-        }
-        for key, value in attrs.items():
+        for key, value in outcome_attrs(outcome).items():
             trial.set_user_attr(key, value)
         study.tell(trial, outcome["mb_per_s"])
         best = best_trial(study)
@@ -308,6 +288,41 @@ class Tuner:
     def _say(self, line: str) -> None:
         if self.echo:
             self.echo(line)
+
+
+def suggest_config(trial, space: Space, workload) -> dict[str, Any]:
+    """Ask ``trial`` for an assignment of ``space`` (constraints repaired) and record it on the trial.
+
+    Attrs: owner (host:pid, first, so a resumed study can tell whose trial it
+    is), role (``search`` unless enqueued with one), config, repaired (what
+    the constraints changed, if anything), started_unix.
+    """
+    trial.set_user_attr("owner", _owner())
+    role = trial.user_attrs.get("role", ROLE_SEARCH)
+    values, repaired = space.suggest(trial, workload)
+    trial.set_user_attr("role", role)
+    trial.set_user_attr("config", values)
+    if repaired:
+        trial.set_user_attr("repaired", repaired)
+    trial.set_user_attr("started_unix", time.time())
+    return values
+
+
+def outcome_attrs(outcome: Mapping[str, Any]) -> dict[str, Any]:
+    """The trial attrs of a finished kernel run (a :func:`iobo.launch.run_kernel` result)."""
+    result = outcome["result"]
+    return {
+        "bytes": outcome["bytes"],
+        "seconds": outcome["seconds"],
+        "step_mb_per_s": outcome["step_mb_per_s"],
+        "wall_seconds": round(outcome["wall_seconds"], 3),
+        "effective": result.get("effective", {}),
+        "hints": result.get("hints", {}),
+        "requested_hints": result.get("requested_hints", {}),
+        "not_applied": result.get("not_applied", {}),
+        "fs_type": result.get("fs_type"),
+        "command": " ".join(outcome["command"]),
+    }
 
 
 def default_sampler(seed: int = 0):

@@ -8,16 +8,19 @@ How the pieces fit:
   Parsl's HighThroughputExecutor starts one manager on the lead node with
   TRIALS_IN_FLIGHT workers; each worker runs one trial.
 - A trial's kernel is launched with ``srun`` inside the allocation, via
-  ``iobo.launch.MpiexecLauncher("srun", ("--nodes=4", "--ntasks-per-node=64"))``
-  or, with Parsl's MPI mode (``enable_mpi_mode=True`` and a
-  ``parsl_resource_specification`` per task), via ``ParslMPIPrefixLauncher``,
-  which uses the ``$PARSL_MPI_PREFIX`` Parsl computes for each task.
+  ``iobo.launch.MpiexecLauncher("srun", ("--nodes=4", "--ntasks-per-node=64"))``:
+  Slurm places each run within the allocation.
+  To have Parsl hand each trial its own nodes instead, use Parsl's MPI mode:
+  ``workflows/site_slurm_mpi.py`` (an ``MPIExecutor``) with
+  ``ParslMPIPrefixLauncher(nodes=4)``, which submits every trial with a
+  ``parsl_resource_specification`` and starts its kernel with the
+  ``$PARSL_MPI_PREFIX`` Parsl composes (see ``workflows/tune_parsl_mpi.py``).
 - The workdir must be on the file system you tune for (your Lustre scratch);
   striping hints only take effect on Lustre.
 - Many tuners or workers writing one study: use PostgreSQL
   (``postgresql://...``, pip install psycopg2-binary) or Optuna's journal file
-  storage on a shared file system (``iobo`` accepts any Optuna storage URL);
-  SQLite is for one tuner process on one node.
+  on a shared file system (``--storage journal:///abs/path/study.log``; see
+  ``iobo.storage``); SQLite is for one tuner process on one node.
 """
 
 from parsl.config import Config

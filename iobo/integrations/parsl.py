@@ -7,8 +7,13 @@ DataFlowKernel already loaded by the user's pipeline if there is one (and
 leaves it loaded), or loads ``local_config`` (a HighThroughputExecutor on this
 machine) and cleans it up at the end.
 
+With Parsl's MPI mode (an ``MPIExecutor``), each trial asks Parsl for its
+nodes through ``parsl_resource_specification`` and its kernel starts with
+the ``$PARSL_MPI_PREFIX`` Parsl composes (``ParslMPIPrefixLauncher``);
+``local_mpi_config`` runs that same path on this machine.
+
 For a cluster, pass a Parsl ``Config`` with a Slurm provider: see
-``workflows/site_slurm.py``.
+``workflows/site_slurm.py`` and ``workflows/site_slurm_mpi.py``.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from pathlib import Path
 from iobo.launch import KernelJob
 
 
-def _kernel_trial(job: KernelJob) -> dict:
+def _kernel_trial(job: KernelJob, parsl_resource_specification: dict | None = None) -> dict:
+    """The app body; Parsl reads ``parsl_resource_specification`` (MPI mode) before the call."""
     from iobo.launch import run_kernel
 
     return run_kernel(job)
@@ -32,10 +38,13 @@ def local_config(max_workers: int = 1, run_dir: str = "runinfo"):
 
     Each worker runs one trial at a time; the trial's MPI job then uses the
     cores it asks for, so keep ``max_workers`` x ranks within the machine.
+    Loadable by the user's own ``parsl.load`` without the venv activated.
     """
     from parsl.config import Config
     from parsl.executors import HighThroughputExecutor
     from parsl.providers import LocalProvider
+
+    _put_this_environment_on_path()
 
     return Config(
         executors=[
@@ -44,6 +53,44 @@ def local_config(max_workers: int = 1, run_dir: str = "runinfo"):
                 max_workers_per_node=max_workers,
                 cpu_affinity="none",
                 provider=LocalProvider(init_blocks=1, min_blocks=1, max_blocks=1),
+            )
+        ],
+        run_dir=run_dir,
+        strategy="none",
+        initialize_logging=True,
+    )
+
+
+def local_mpi_config(max_workers: int = 1, run_dir: str = "runinfo", nodes: int | None = None):
+    """Parsl's MPI mode on this machine: an ``MPIExecutor`` whose "nodes" are all localhost.
+
+    Parsl's MPI mode finds a batch job's nodes in ``$SLURM_NODELIST`` or
+    ``$PBS_NODEFILE``; here a node file in ``run_dir`` lists ``localhost``
+    ``nodes`` times (default ``max_workers``, one node per trial in flight)
+    and the worker pool is started with ``PBS_NODEFILE`` pointing at it. Each
+    trial then gets ``PARSL_MPI_PREFIX = mpiexec -n R -ppn P -hosts localhost``,
+    exactly as on a cluster (``mpiexec`` must be the MPI that h5py uses).
+    """
+    from parsl.config import Config
+    from parsl.executors import MPIExecutor
+    from parsl.launchers import SimpleLauncher
+    from parsl.providers import LocalProvider
+
+    _put_this_environment_on_path()
+    nodes = max_workers if nodes is None else nodes
+    node_file = Path(run_dir).resolve() / "localhost.nodes"
+    node_file.parent.mkdir(parents=True, exist_ok=True)
+    node_file.write_text("localhost\n" * nodes)
+    return Config(
+        executors=[
+            MPIExecutor(
+                label="iobo_local_mpi",
+                max_workers_per_block=max_workers,
+                mpi_launcher="mpiexec",
+                provider=LocalProvider(
+                    init_blocks=1, min_blocks=1, max_blocks=1, launcher=SimpleLauncher(),
+                    worker_init=f"export PBS_NODEFILE={node_file}",
+                ),
             )
         ],
         run_dir=run_dir,
@@ -105,6 +152,7 @@ class ParslRunner:
         self._executor = executor
         self._owned = None
         self._app = None
+        self._mpi_mode = False
 
     def __enter__(self) -> "ParslRunner":
         import parsl
@@ -117,11 +165,24 @@ class ParslRunner:
             self._owned = dfk = parsl.load(config)
         executors = [self._executor] if self._executor else "all"
         self._app = python_app(_kernel_trial, data_flow_kernel=dfk, executors=executors, cache=False)
+        chosen = [dfk.executors[label] for label in (executors if self._executor else dfk.executors)]
+        self._mpi_mode = any(getattr(executor, "enable_mpi_mode", False) for executor in chosen)
         return self
 
     def submit(self, job: KernelJob) -> Future:
+        """Submit ``job``; with a Parsl-MPI launcher, with the resource specification it needs."""
         if self._app is None:
             raise RuntimeError("ParslRunner.submit called outside its `with` block")
+        specification = job.launcher.resource_specification(job.ranks)
+        if specification:
+            return self._app(job, parsl_resource_specification=specification)
+        if self._mpi_mode:  # Parsl's MPI mode hangs on a task without one (Parsl issue #3427)
+            from iobo._errors import ConfigError
+
+            raise ConfigError(
+                f"the Parsl executor runs in MPI mode but the trial's launcher {job.launcher!r} asks for no "
+                f"nodes; use iobo.launch.ParslMPIPrefixLauncher(), or an executor without MPI mode"
+            )
         return self._app(job)
 
     def __exit__(self, *exc) -> None:
