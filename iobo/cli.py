@@ -76,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--out", metavar="DIR",
                         help="also write report.html, report.json and PNG figures into DIR")
 
+    importance = sub.add_parser("importance", help="rank the parameters by impact; store the ranking on the study")
+    storage_args(importance)
+    importance.add_argument("--seed", type=int, default=0)
+
     space = sub.add_parser("space", help="print a kernel's search space")
     space.add_argument("kernel")
 
@@ -86,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     characterize.add_argument("--json", action="store_true", help="print the characterisation as JSON")
 
     dash = sub.add_parser("dashboard", help="serve optuna-dashboard on a study storage")
-    dash.add_argument("storage_url", nargs="?", default=DEFAULT_STORAGE)
+    dash.add_argument("storage_url", nargs="?", default=DEFAULT_STORAGE, help="study storage URL")
     dash.add_argument("--host", default="127.0.0.1")
     dash.add_argument("--port", type=int, default=8080)
     return parser
@@ -113,17 +117,20 @@ def _launcher(name: str | None):
 def _load_study(storage: str, name: str | None):
     import optuna
 
+    from iobo.storage import open_storage
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    url, storage = storage, open_storage(storage)
     summaries = optuna.get_all_study_summaries(storage)
     names = [s.study_name for s in summaries]
     if name is None:
         if len(names) != 1:
             raise ConfigError(
-                f"storage {storage} holds {len(names)} studies ({', '.join(names) or 'none'}); name one with --study"
+                f"storage {url} holds {len(names)} studies ({', '.join(names) or 'none'}); name one with --study"
             )
         name = names[0]
     elif name not in names:
-        raise ConfigError(f"study {name!r} is not in {storage}; studies there: {', '.join(names) or 'none'}")
+        raise ConfigError(f"study {name!r} is not in {url}; studies there: {', '.join(names) or 'none'}")
     return optuna.load_study(study_name=name, storage=storage)
 
 
@@ -222,6 +229,13 @@ def _dispatch(args) -> int:
             print(f"wrote {args.format} to {args.output}", file=sys.stderr)
         else:
             sys.stdout.write(text)
+    elif args.command == "importance":
+        from iobo.importance import rank_parameters, ranking_text, save_ranking
+
+        ranking = rank_parameters(study, args.seed)
+        print(ranking_text(ranking))
+        if ranking:
+            save_ranking(study, ranking)
     elif args.command == "report":
         from iobo.integrations.dashboard import annotate
         from iobo.report import build_report, write_report

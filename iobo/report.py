@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iobo.importance import MIN_IMPORTANCE_TRIALS, param_importances
 from iobo.measure import MB, Spread, roti
 from iobo.tuner import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH, best_trial
 
@@ -372,39 +373,3 @@ def bootstrap_speedup(
     tail = (1 - level) / 2
     low, high = np.quantile(ratios, [tail, 1 - tail])
     return float(low), float(high)
-
-
-# PED-ANOVA ranks parameters by how their values differ in the top 10% of
-# trials; with 20 trials that top holds 2, the fewest it can compare.
-IMPORTANCE_TOP_QUANTILE = 0.1
-MIN_IMPORTANCE_TRIALS = 20
-
-
-def param_importances(study) -> dict[str, float] | None:
-    """PED-ANOVA importance of each parameter for reaching the top 10% bandwidth (sums to 1).
-
-    Computed on the completed tuning trials (default and search roles: the
-    re-measurements would count the best configuration again) over the
-    values the sampler proposed (the trials' params, before any constraint
-    repair), most important first; None with fewer than
-    ``MIN_IMPORTANCE_TRIALS`` of them.
-    """
-    import optuna
-    from optuna.importance import PedAnovaImportanceEvaluator, get_param_importances
-    from optuna.trial import TrialState
-
-    tuning = [
-        t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        if t.user_attrs.get("role", ROLE_SEARCH) in (ROLE_DEFAULT, ROLE_SEARCH)
-    ]
-    if len(tuning) < MIN_IMPORTANCE_TRIALS:
-        return None
-    verbosity = optuna.logging.get_verbosity()
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "new study created in memory" line
-    try:
-        copy = optuna.create_study(direction="maximize")
-    finally:
-        optuna.logging.set_verbosity(verbosity)
-    copy.add_trials(tuning)
-    evaluator = PedAnovaImportanceEvaluator(target_quantile=IMPORTANCE_TOP_QUANTILE)
-    return get_param_importances(copy, evaluator=evaluator)
