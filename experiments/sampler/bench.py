@@ -1,0 +1,182 @@
+"""Benchmark: iobo's GP sampler against random, an H5Evolve-like GA, TPE and Optuna's GP.
+
+Run from the repository root::
+
+    .venv/bin/python experiments/sampler/bench.py --seeds 20            # synthetic problems
+    .venv/bin/python experiments/sampler/bench.py --tables experiments/tables/*.csv
+    .venv/bin/python experiments/sampler/bench.py --emulated-table     # exercises the table path
+
+Printed per problem, for each optimizer over the seeds: median [IQR] of the
+evaluations needed until a configuration within 90/95/99% of the best true
+value has been measured (">B": not within the budget B), the % of the best
+true value found after 10/20/50 evaluations, and the % of the best of the
+configuration the optimizer itself would recommend then (best measured run;
+iobo: best posterior mean), which is what noise makes hard.  Then the
+targets, and CPU ms per suggestion on the 12-parameter problem.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core per run: fair to every optimizer
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import functools  # noqa: E402
+import json  # noqa: E402
+import multiprocessing  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import optuna  # noqa: E402
+import problems  # noqa: E402
+from optimizers import CHECKPOINTS, optimizers  # noqa: E402
+
+LEVELS = (0.90, 0.95, 0.99)
+TIMING_AT = (25, 50, 100)
+
+
+@functools.cache
+def _problem(spec: str) -> problems.Problem:
+    """``synthetic:NAME`` or ``table:PATH``."""
+    kind, _, name = spec.partition(":")
+    return problems.synthetic(name) if kind == "synthetic" else problems.load_table(name)
+
+
+def _task(args: tuple[str, str, int, int, dict]):
+    spec, optimizer, seed, budget, iobo = args
+    import torch
+
+    torch.set_num_threads(1)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return spec, optimizer, seed, optimizers(budget, iobo)[optimizer](_problem(spec), seed)
+
+
+def evaluations_to(truths: list[float], target: float, budget: int) -> int:
+    """1-based count of evaluations until one reaches ``target``; ``budget + 1`` if none did."""
+    for n, value in enumerate(truths, 1):
+        if value >= target:
+            return n
+    return budget + 1
+
+
+def _median_iqr(values: list[float], budget: int) -> str:
+    q1, med, q3 = np.percentile(values, [25, 50, 75])
+    show = lambda v: f">{budget}" if v > budget else f"{v:.0f}" if v == int(v) else f"{v:.1f}"  # noqa: E731
+    return f"{show(med)} [{show(q1)}-{show(q3)}]"
+
+
+def report(spec: str, runs: dict[str, list], budget: int) -> dict[str, list[float]]:
+    """Print one problem's table; return optimizer -> median evaluations to each level."""
+    problem = _problem(spec)
+    print(f"\n## {problem.name} ({problem.note}; {problem.encoding.size():,} configurations; "
+          f"best {problem.best:.0f} MB/s, default {problem.truth(problem.default):.0f} MB/s)")
+    head = "".join(f"{f'to {int(l * 100)}%':>17}" for l in LEVELS)
+    head += "".join(f"{f'found@{c}':>10}" for c in CHECKPOINTS if c <= budget)
+    head += "".join(f"{f'pick@{c}':>9}" for c in CHECKPOINTS if c <= budget)
+    print(f"{'optimizer':12}{head}")
+    medians = {}
+    for name, rs in runs.items():
+        line, medians[name] = f"{name:12}", []
+        for level in LEVELS:
+            counts = [evaluations_to(r.truths, level * problem.best, budget) for r in rs]
+            medians[name].append(float(np.median(counts)))
+            line += f"{_median_iqr(counts, budget):>17}"
+        for c in (c for c in CHECKPOINTS if c <= budget):
+            line += f"{np.median([100 * max(r.truths[:c]) / problem.best for r in rs]):>9.1f}%"
+        for c in (c for c in CHECKPOINTS if c <= budget):
+            line += f"{np.median([100 * r.recommended[c] / problem.best for r in rs]):>8.1f}%"
+        print(line)
+    return medians
+
+
+def check_targets(all_medians: dict[str, dict[str, list[float]]], budget: int) -> None:
+    print("\n## Targets (iobo-gp, median evaluations)")
+    for spec, med in all_medians.items():
+        name = _problem(spec).name
+        iobo = med.get("iobo-gp")
+        if iobo is None:
+            continue
+        to95, to99 = iobo[1], iobo[2]
+        show = lambda v: f">{budget}" if v > budget else f"{v:g}"  # noqa: E731
+        parts = [f"to 95% {show(to95)} ({'met' if to95 <= 10 else 'MISSED'}: <= 10)",
+                 f"to 99% {show(to99)} ({'met' if to99 <= 25 else 'MISSED'}: <= 25)"]
+        for other, factor in (("optuna-gp", 2), ("ga", 5)):
+            if other in med:
+                ratio = med[other][1] / to95
+                bound = ">=" if med[other][1] > budget else ""
+                parts.append(f"{other}/iobo to 95% {bound}{ratio:.1f}x ({'met' if ratio >= factor else 'MISSED'}: >= {factor}x)")
+        print(f"{name:14} " + "; ".join(parts))
+
+
+def timing(names: list[str], seeds: int, jobs: int, iobo: dict) -> None:
+    """CPU ms per suggestion at 25/50/100 trials on the 12-parameter problem."""
+    spec = "synthetic:stack12"
+    tasks = [(spec, name, seed, max(TIMING_AT), iobo) for name in names if name != "ga" for seed in range(seeds)]
+    runs: dict[str, list] = {}
+    for _, name, _, run in _map(tasks, jobs):
+        runs.setdefault(name, []).append(run)
+    print(f"\n## CPU ms per suggestion, {_problem(spec).name} (12 parameters), "
+          f"median over {seeds} seeds of the mean of trials n-2..n+2")
+    print(f"{'optimizer':12}" + "".join(f"{f'@{n}':>10}" for n in TIMING_AT))
+    for name, rs in runs.items():
+        cells = []
+        for n in TIMING_AT:
+            window = slice(max(n - 3, 0), min(n + 2, len(rs[0].cpu)))
+            cells.append(np.median([1000 * np.mean(r.cpu[window]) for r in rs]))
+        print(f"{name:12}" + "".join(f"{c:>10.1f}" for c in cells))
+    if "iobo-gp" in runs:
+        at100 = float(np.median([1000 * np.mean(r.cpu[97:100]) for r in runs["iobo-gp"]]))
+        print(f"target <= 100 ms at 100 trials: {at100:.0f} ms ({'met' if at100 <= 100 else 'MISSED'})")
+
+
+def _map(tasks, jobs):
+    if jobs == 1:
+        return map(_task, tasks)
+    pool = multiprocessing.get_context("spawn").Pool(jobs)
+    return pool.imap_unordered(_task, tasks)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--budget", type=int, default=50)
+    parser.add_argument("--problems", default=",".join(problems.SYNTHETIC), help="synthetic problems, comma-separated ('' for none)")
+    parser.add_argument("--tables", nargs="*", default=[], help="recorded sweeps (CSV)")
+    parser.add_argument("--emulated-table", action="store_true", help="also a table written from a model (harness check)")
+    parser.add_argument("--optimizers", default="random,ga,tpe,optuna-gp,iobo-gp")
+    parser.add_argument("--timing-seeds", type=int, default=3, help="0 to skip the CPU timing")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (the machine has 2 cores)")
+    parser.add_argument("--iobo", type=json.loads, default={}, help='GPSampler arguments, JSON: \'{"n_startup_trials": 8}\'')
+    args = parser.parse_args(argv)
+
+    specs = [f"synthetic:{n}" for n in args.problems.split(",") if n]
+    specs += [f"table:{p}" for p in args.tables]
+    if args.emulated_table:
+        path = Path(tempfile.gettempdir()) / "iobo-emulated-sweep.csv"
+        specs.append(f"table:{problems.write_emulated_table(path)}")
+    names = args.optimizers.split(",")
+    print(f"# {len(names)} optimizers x {args.seeds} seeds, budget {args.budget} evaluations, default first"
+          + (f"; iobo-gp {args.iobo}" if args.iobo else ""))
+    start = time.time()
+    tasks = [(spec, name, seed, args.budget, args.iobo) for spec in specs for name in names for seed in range(args.seeds)]
+    results: dict[str, dict[str, list]] = {spec: {name: [None] * args.seeds for name in names} for spec in specs}
+    for spec, name, seed, run in _map(tasks, args.jobs):
+        results[spec][name][seed] = run
+    medians = {spec: report(spec, results[spec], args.budget) for spec in specs}
+    check_targets(medians, args.budget)
+    if args.timing_seeds:
+        timing(names, args.timing_seeds, args.jobs, args.iobo)
+    print(f"\n(wall time {time.time() - start:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

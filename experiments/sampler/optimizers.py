@@ -1,0 +1,153 @@
+"""The optimizers compared, each run on a :class:`~problems.Problem` for a budget.
+
+Every run starts with the system default configuration (the tuner's
+baseline), then lets the optimizer choose.  Optuna samplers share one
+ask/tell loop; the H5Evolve-like GA runs its own DEAP loop over the same
+measurements.  A run returns a :class:`Run`: the true value of every
+evaluated configuration, the optimizer's own pick of the best (its
+*recommendation*) at checkpoints, and CPU seconds per suggestion.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import optuna
+
+from problems import Problem
+
+from iobo.samplers import GPSampler
+
+CHECKPOINTS = (10, 20, 50)
+
+
+@dataclass
+class Run:
+    """truths: true MB/s of each evaluated configuration, in order;
+    recommended: evaluation count -> true MB/s of the optimizer's pick;
+    cpu: CPU seconds the optimizer spent choosing each configuration."""
+
+    truths: list[float] = field(default_factory=list)
+    recommended: dict[int, float] = field(default_factory=dict)
+    cpu: list[float] = field(default_factory=list)
+
+
+def _suggest(trial: optuna.Trial, problem: Problem) -> dict[str, Any]:
+    """Ask for every active parameter (parents before the parameters they switch on)."""
+    config: dict[str, Any] = {}
+    ordered = sorted(problem.choices, key=lambda n: n in problem.conditions)
+    for name in ordered:
+        if name in problem.conditions:
+            parent, value = problem.conditions[name]
+            if config.get(parent) != value:
+                continue
+        config[name] = trial.suggest_categorical(name, problem.choices[name])
+    return config
+
+
+def run_optuna(problem: Problem, sampler: optuna.samplers.BaseSampler, budget: int, seed: int,
+               recommend: Callable[[optuna.Study], dict] | None = None) -> Run:
+    """Ask/tell loop; ``recommend(study)`` gives the pick (default: best measured run)."""
+    rng = np.random.default_rng([seed, 7])
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    study.enqueue_trial(problem.default)
+    run = Run()
+    for n in range(1, budget + 1):
+        start = time.process_time()
+        trial = study.ask()
+        config = _suggest(trial, problem)
+        run.cpu.append(time.process_time() - start)
+        study.tell(trial, problem.measure(config, rng))
+        run.truths.append(problem.truth(config))
+        if n in CHECKPOINTS:
+            pick = recommend(study) if recommend else study.best_trial.params
+            run.recommended[n] = problem.truth(pick)
+    return run
+
+
+def run_ga(problem: Problem, budget: int, seed: int) -> Run:
+    """H5Evolve-like GA (DEAP): population 15, integer genes (one choice index per
+    parameter), elitism (the best survives), tournament selection (size 3),
+    two-point crossover (p = 0.5), uniform integer mutation of each gene
+    with p = 0.15.  Fitness is the measured MB/s; unchanged individuals keep
+    theirs (not re-measured), as in H5Evolve."""
+    from deap import base, tools
+
+    rng = np.random.default_rng([seed, 7])
+    random.seed(seed)  # DEAP's operators draw from the random module
+    py_random = random
+    enc = problem.encoding
+    sizes = [len(p.choices) for p in enc.params]
+    run = Run()
+    best: list[tuple[float, dict]] = []
+
+    def evaluate(genes: list[int]) -> float:
+        config = enc.to_config(enc.deactivate(np.array([genes], dtype=np.int64))[0])
+        value = problem.measure(config, rng)
+        run.truths.append(problem.truth(config))
+        best.append((value, config))
+        if len(run.truths) in CHECKPOINTS:
+            run.recommended[len(run.truths)] = problem.truth(max(best, key=lambda b: b[0])[1])
+        return value
+
+    class Fitness(base.Fitness):
+        weights = (1.0,)
+
+    class Individual(list):
+        def __init__(self, genes):
+            super().__init__(genes)
+            self.fitness = Fitness()
+
+    default = enc.to_row(problem.default)
+    first = [int(g) if g >= 0 else py_random.randrange(m) for g, m in zip(default, sizes)]
+    population = [Individual(first)] + [Individual([py_random.randrange(m) for m in sizes]) for _ in range(14)]
+
+    def clock(step: Callable[[], Any]) -> Any:
+        start = time.process_time()
+        out = step()
+        run.cpu.append(time.process_time() - start)
+        return out
+
+    while len(run.truths) < budget:
+        for ind in population:
+            if not ind.fitness.valid and len(run.truths) < budget:
+                ind.fitness.values = (evaluate(list(ind)),)
+        population = [ind for ind in population if ind.fitness.valid]
+
+        def breed():
+            elite = tools.selBest(population, 1)
+            chosen = [Individual(list(i)) for i in tools.selTournament(population, 14, tournsize=3)]
+            for a, b in zip(chosen[::2], chosen[1::2]):
+                if py_random.random() < 0.5:
+                    tools.cxTwoPoint(a, b)
+            for ind in chosen:
+                tools.mutUniformInt(ind, low=[0] * len(sizes), up=[m - 1 for m in sizes], indpb=0.15)
+            kept = [Individual(list(e)) for e in elite]
+            for k, e in zip(kept, elite):
+                k.fitness.values = e.fitness.values
+            return kept + chosen
+
+        population = clock(breed)
+    return run
+
+
+def optimizers(budget: int, iobo: dict | None = None) -> dict[str, Callable[[Problem, int], Run]]:
+    """name -> (problem, seed) -> Run; iobo: keyword arguments of iobo's GPSampler."""
+    return {
+        "random": lambda p, s: run_optuna(p, optuna.samplers.RandomSampler(seed=s), budget, s),
+        "ga": lambda p, s: run_ga(p, budget, s),
+        "tpe": lambda p, s: run_optuna(
+            p, optuna.samplers.TPESampler(seed=s, multivariate=True, group=True), budget, s),
+        "optuna-gp": lambda p, s: run_optuna(p, optuna.samplers.GPSampler(seed=s), budget, s),
+        "iobo-gp": lambda p, s: _run_iobo(p, budget, s, iobo or {}),
+    }
+
+
+def _run_iobo(problem: Problem, budget: int, seed: int, kwargs: dict) -> Run:
+    sampler = GPSampler(seed=seed, **kwargs)
+    return run_optuna(problem, sampler, budget, seed, recommend=lambda study: sampler.incumbent(study)[0])

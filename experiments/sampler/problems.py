@@ -1,0 +1,278 @@
+"""Benchmark problems: what an optimizer tunes and what the truth is.
+
+A :class:`Problem` is a finite space (``choices``, ``conditions``, the
+system ``default``), a ground truth per configuration (``truth``, MB/s) and a
+noisy measurement (``measure``).  Two kinds:
+
+- :func:`load_table`: a recorded sweep (CSV: one column per parameter, then
+  ``repeat`` and ``mb_per_s``).  A measurement draws one recorded repeat of
+  the configuration at random, so the noise is the machine's own; the truth
+  is the configuration's median.
+- :func:`synthetic`: analytic I/O-like models with interacting parameters and
+  interior optima, and multiplicative log-normal noise of a given CV.  Their
+  parameters are taken from :func:`iobo.space.io_stack_space`.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from iobo._gp.encoding import Encoding, infer_conditions
+from iobo.space import io_stack_space
+
+Config = Mapping[str, Any]
+
+
+@dataclass
+class Problem:
+    """A space with its truth.
+
+    choices: parameter -> ordered values; conditions: parameter -> (parent,
+    value) that activates it; default: the system-default configuration;
+    truth: configuration -> true MB/s; measure: (configuration, rng) -> one
+    noisy MB/s; best: the largest true value.
+    """
+
+    name: str
+    choices: dict[str, tuple]
+    conditions: dict[str, tuple[str, Any]]
+    default: dict[str, Any]
+    truth: Callable[[Config], float]
+    measure: Callable[[Config, np.random.Generator], float]
+    best: float
+    note: str = ""
+    encoding: Encoding = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.encoding = Encoding(self.choices, self.conditions)
+
+    def active(self, config: Config) -> dict[str, Any]:
+        """``config`` without parameters its parents switch off."""
+        return self.encoding.to_config(self.encoding.to_row(config))
+
+
+# -- recorded tables -----------------------------------------------------------------
+def _parse(cell: str) -> Any:
+    """A CSV cell as a parameter value: ``None``, bools, ints, floats, else the string."""
+    if cell == "None":
+        return None
+    if cell in ("True", "False"):
+        return cell == "True"
+    for kind in (int, float):
+        try:
+            return kind(cell)
+        except ValueError:
+            pass
+    return cell
+
+
+def _order(values: Sequence[Any]) -> tuple:
+    """``None`` first, then numbers ascending, else first-seen order."""
+    unique = list(dict.fromkeys(values))
+    numbers = [v for v in unique if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if len(numbers) == len([v for v in unique if v is not None]):
+        return tuple([None] * (None in unique) + sorted(numbers))
+    return tuple(unique)
+
+
+def load_table(path: str | Path, default: Config | None = None) -> Problem:
+    """A recorded sweep as a problem.
+
+    Columns: one per parameter, then ``repeat`` and ``mb_per_s``.  An empty
+    cell means the parameter is inactive in that row (``chunk_size`` of a
+    contiguous layout); ``None`` means the value "unset".  Every
+    configuration of the implied space must be present (a full sweep).
+    default: the system-default configuration; the first row's when omitted.
+    """
+    path = Path(path)
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        missing = {"repeat", "mb_per_s"} - set(reader.fieldnames or ())
+        if missing:
+            raise ValueError(f"{path}: a table needs columns 'repeat' and 'mb_per_s'; missing {sorted(missing)}")
+        names = [n for n in reader.fieldnames if n not in ("repeat", "mb_per_s")]
+        runs: dict[tuple, list[float]] = {}
+        configs: dict[tuple, dict[str, Any]] = {}
+        for line in reader:
+            config = {n: _parse(line[n]) for n in names if line[n] != ""}
+            key = tuple(sorted((n, repr(v)) for n, v in config.items()))
+            configs[key] = config
+            runs.setdefault(key, []).append(float(line["mb_per_s"]))
+    choices = {n: _order([c[n] for c in configs.values() if n in c]) for n in names}
+    conditions = infer_conditions(names, list(configs.values()))
+    encoding = Encoding(choices, conditions)
+    key_of = lambda config: tuple(sorted((n, repr(v)) for n, v in config.items()))  # noqa: E731
+    absent = [encoding.to_config(r) for r in encoding.enumerate() if key_of(encoding.to_config(r)) not in runs]
+    if absent:
+        raise ValueError(f"{path}: not a full sweep: {len(absent)} configurations missing, e.g. {absent[0]}")
+    medians = {k: float(np.median(v)) for k, v in runs.items()}
+    repeats = {k: np.asarray(v) for k, v in runs.items()}
+
+    def truth(config: Config) -> float:
+        return medians[key_of(encoding.to_config(encoding.to_row(config)))]
+
+    def measure(config: Config, rng: np.random.Generator) -> float:
+        recorded = repeats[key_of(encoding.to_config(encoding.to_row(config)))]
+        return float(recorded[rng.integers(len(recorded))])
+
+    first = next(iter(configs.values()))
+    cv = float(np.median([np.std(v) / np.mean(v) for v in repeats.values()]))
+    return Problem(
+        path.stem, choices, conditions, dict(default or first), truth, measure, max(medians.values()),
+        note=f"table, {len(runs)} configs, median run-to-run CV {cv:.0%}",
+    )
+
+
+# -- synthetic I/O-like models ------------------------------------------------------------
+def _log2(value: float) -> float:
+    return math.log2(value)
+
+
+def _bell(x: float, centre: float, width: float) -> float:
+    """1 at ``centre``, flat near it, falling as ``exp(-((x - centre) / width)^4)``:
+    I/O knobs have plateaus (8-32 stripes all fine) and cliffs beyond."""
+    return math.exp(-(((x - centre) / width) ** 4))
+
+
+MiB = 2**20
+
+
+def _striping(c: Config) -> float:
+    """Stripe count: 16 best (interior); aggregators should match stripes."""
+    stripes = c["striping_factor"] or 1
+    aggregators = c["cb_nodes"] or 4
+    count = 0.15 + 0.85 * _bell(_log2(stripes), 4.0, 3.5)
+    return count * (0.4 + 0.6 * _bell(_log2(aggregators) - _log2(stripes), 0.0, 3.0))
+
+
+def _stripe_size(c: Config) -> float:
+    """Stripe size 8 MiB best (interior); collective buffer should match it."""
+    unit = c["striping_unit"] or MiB
+    buffer = c["cb_buffer_size"]
+    return (0.3 + 0.7 * _bell(_log2(unit / MiB), 3.0, 3.0)) * (0.6 + 0.4 * _bell(_log2(buffer / unit), 0.0, 2.5))
+
+
+def _collective(c: Config) -> float:
+    """Collective transfers pay only with collective buffering on."""
+    if c["transfer_mode"] == "collective":
+        return {"enable": 1.0, "automatic": 0.85, "disable": 0.45}[c["romio_cb_write"]]
+    return {"enable": 0.6, "automatic": 0.7, "disable": 0.72}[c["romio_cb_write"]]
+
+
+def _chunking(c: Config) -> float:
+    """4 MiB chunks on 4 MiB stripes beat contiguous by 30% (so the best stripe size
+    moves from 8 to 4 MiB); other chunkings lose."""
+    if c["layout"] == "contiguous":
+        return 1.0
+    unit = c["striping_unit"] or MiB
+    return 0.3 + 1.0 * _bell(_log2(c["chunk_size"] / unit), 0.0, 1.5) * _bell(_log2(c["chunk_size"] / MiB), 2.0, 2.0)
+
+
+def _alignment(c: Config) -> float:
+    """Aligning to the stripe size helps 15%; far-off intervals cost."""
+    interval = c["alignment_interval"]
+    if interval == 1:
+        return 0.87
+    unit = c["striping_unit"] or MiB
+    return 0.75 + 0.25 * _bell(_log2(interval / unit), 0.0, 2.0)
+
+
+def _small_effects(names: Sequence[str], seed: int) -> Callable[[Config], float]:
+    """Per-value effects of +-4% for parameters that barely matter."""
+    rng = np.random.default_rng(seed)
+    space = io_stack_space()
+    table = {n: dict(zip(map(repr, space[n].values), 1.0 + rng.uniform(-0.04, 0.04, len(space[n].values)))) for n in names}
+    return lambda c: math.prod(table[n][repr(c[n])] for n in names)
+
+
+def synthetic(name: str) -> Problem:
+    """One of ``SYNTHETIC``: an I/O-like model with known optimum and log-normal noise."""
+    spec = SYNTHETIC[name]
+    names, terms, cv = spec["params"], spec["terms"], spec["cv"]
+    space = io_stack_space().select(names)
+    params = [p for p in space if p.name in names]
+    choices = {p.name: p.values for p in params}
+    conditions = {p.name: p.active_if for p in params if p.active_if}
+    peak = 4000.0  # MB/s at the optimum of every term
+
+    def truth(c: Config) -> float:
+        return peak * math.prod(fn(c) for _, fn in terms)
+
+    sigma = math.sqrt(math.log(1.0 + cv**2))
+
+    def measure(c: Config, rng: np.random.Generator) -> float:
+        return truth(c) * math.exp(sigma * rng.standard_normal())
+
+    best = peak * math.prod(_group_max(group, choices, conditions) for group in _groups(terms))
+    return Problem(name, choices, conditions, space.default(), truth, measure, best,
+                   note=f"synthetic, {len(names)} params, CV {cv:.0%}")
+
+
+def _groups(terms):
+    """Terms merged into groups that share no parameter: ``[(params, [fns])]``."""
+    groups: list[tuple[set, list]] = []
+    for params, fn in terms:
+        joined = (set(params), [fn])
+        for g in [g for g in groups if g[0] & joined[0]]:
+            groups.remove(g)
+            joined = (joined[0] | g[0], joined[1] + g[1])
+        groups.append(joined)
+    return groups
+
+
+def _group_max(group, choices, conditions) -> float:
+    """Largest product of a group's terms, by enumerating its parameters."""
+    names = [n for n in choices if n in group[0]]
+    sub = Encoding({n: choices[n] for n in names}, {k: v for k, v in conditions.items() if k in names})
+    return max(math.prod(fn(sub.to_config(r)) for fn in group[1]) for r in sub.enumerate())
+
+
+LUSTRE = ["striping_factor", "striping_unit", "cb_nodes", "cb_buffer_size"]
+STRIPING = (("striping_factor", "cb_nodes"), _striping)
+STRIPE_SIZE = (("striping_unit", "cb_buffer_size"), _stripe_size)
+COLLECTIVE = (("transfer_mode", "romio_cb_write"), _collective)
+CHUNKING = (("layout", "chunk_size", "striping_unit"), _chunking)
+ALIGNMENT = (("alignment_interval", "striping_unit"), _alignment)
+SMALL = ["sieve_buf_size", "meta_block_size", "romio_ds_write"]
+SYNTHETIC: dict[str, dict] = {
+    "lustre4": {"params": LUSTRE, "terms": [STRIPING, STRIPE_SIZE], "cv": 0.10},
+    "mpiio6": {"params": LUSTRE + ["romio_cb_write", "transfer_mode"],
+               "terms": [STRIPING, STRIPE_SIZE, COLLECTIVE], "cv": 0.20},
+    "chunked8": {"params": LUSTRE + ["romio_cb_write", "transfer_mode", "layout", "chunk_size"],
+                 "terms": [STRIPING, STRIPE_SIZE, COLLECTIVE, CHUNKING], "cv": 0.30},
+    "stack12": {"params": LUSTRE + ["romio_cb_write", "transfer_mode", "layout", "chunk_size", "alignment_interval"]
+                + SMALL,
+                "terms": [STRIPING, STRIPE_SIZE, COLLECTIVE, CHUNKING, ALIGNMENT, (SMALL, _small_effects(SMALL, 7))],
+                "cv": 0.40},
+}
+
+
+def write_emulated_table(path: Path, seed: int = 0, repeats: int = 5) -> Path:
+    """A table recorded from a model instead of a machine, for exercising the harness.
+
+    A 6-parameter sweep (3-4 values each) of ``mpiio6`` with bimodal noise
+    like page-cache runs here (run-to-run CV ~50%).  Not a measurement.
+    """
+    rng = np.random.default_rng(seed)
+    model = synthetic("mpiio6")
+    values = {"striping_factor": (None, 4, 16, 64), "striping_unit": (None, 4 * MiB, 16 * MiB),
+              "cb_nodes": (None, 4, 16, 64), "cb_buffer_size": (MiB, 4 * MiB, 16 * MiB),
+              "romio_cb_write": ("automatic", "enable", "disable"), "transfer_mode": ("independent", "collective")}
+    with path.open("w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(list(values) + ["repeat", "mb_per_s"])
+        for combo in product(*values.values()):
+            config = dict(zip(values, combo))
+            for r in range(repeats):
+                slow = rng.random() < 0.3  # page cache flushed mid-run
+                value = model.truth(config) * math.exp(0.25 * rng.standard_normal()) * (0.45 if slow else 1.0)
+                out.writerow([("None" if v is None else v) for v in combo] + [r, f"{value:.1f}"])
+    return path

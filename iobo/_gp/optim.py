@@ -1,0 +1,88 @@
+"""Maximising an acquisition function over a finite, conditional space.
+
+Up to ``max_enumerate`` configurations the maximum is exact: every
+configuration is scored.  Beyond that, multi-start local search: score a
+random sample, then climb from its best members and from given seeds (e.g.
+the best observed configurations) to the best neighbour (one parameter
+changed, :meth:`Encoding.neighbours`) until no neighbour improves.
+
+Configurations in ``exclude`` (measured, pending, failed) are scored and may
+be climbed through, but never returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+import numpy as np
+
+from iobo._gp.encoding import Encoding
+
+Score = Callable[[np.ndarray], np.ndarray]  # index rows (m x p) -> scores (m)
+
+
+def maximize(
+    score: Score,
+    encoding: Encoding,
+    rng: np.random.Generator,
+    exclude: Collection[tuple[int, ...]] = (),
+    seeds: np.ndarray | None = None,
+    max_enumerate: int = 100_000,
+    n_random: int = 500,
+    n_starts: int = 5,
+    max_steps: int = 20,
+) -> np.ndarray | None:
+    """Index row (``p``) of the best-scoring configuration not in ``exclude``.
+
+    Returns ``None`` when every configuration is excluded (exhaustive case) or
+    local search met no allowed configuration.
+    """
+    exclude = set(exclude)
+    if encoding.size() <= max_enumerate:
+        return _best_allowed(encoding.enumerate(), score, exclude)
+    return _local_search(score, encoding, rng, exclude, seeds, n_random, n_starts, max_steps)
+
+
+def _best_allowed(rows: np.ndarray, score: Score, exclude: set[tuple[int, ...]]) -> np.ndarray | None:
+    allowed = np.array([tuple(r) not in exclude for r in rows.tolist()], dtype=bool)
+    if not allowed.any():
+        return None
+    rows = rows[allowed]
+    return rows[int(np.argmax(score(rows)))]
+
+
+def _local_search(score, encoding, rng, exclude, seeds, n_random, n_starts, max_steps):
+    sample = encoding.random(n_random, rng)
+    sample_scores = score(sample)
+    best_row, best_score = None, -np.inf
+
+    def consider(rows: np.ndarray, values: np.ndarray) -> None:
+        nonlocal best_row, best_score
+        for i in np.argsort(-values):
+            if values[i] <= best_score:
+                return
+            if tuple(rows[i].tolist()) not in exclude:
+                best_row, best_score = rows[i].copy(), float(values[i])
+                return
+
+    consider(sample, sample_scores)
+    top = np.argsort(-sample_scores)[:n_starts]
+    starts = sample[top]
+    start_scores = sample_scores[top]
+    if seeds is not None and len(seeds):
+        starts = np.concatenate([starts, seeds])
+        start_scores = np.concatenate([start_scores, score(seeds)])
+    # climb all starts together: one batched score call per step
+    for _ in range(max_steps):
+        if not len(starts):
+            break
+        near, origin = encoding.neighbours(starts)
+        values = score(near)
+        consider(near, values)
+        best_of = np.full(len(starts), -np.inf)
+        np.maximum.at(best_of, origin, values)
+        winner = np.full(len(starts), -1)
+        winner[origin[values == best_of[origin]]] = np.flatnonzero(values == best_of[origin])
+        moved = best_of > start_scores
+        starts, start_scores = near[winner[moved]], best_of[moved]
+    return best_row

@@ -1,0 +1,97 @@
+"""One step of Bayesian optimisation: data in, next configuration out.
+
+Inputs are index rows of an :class:`~iobo._gp.encoding.Encoding` and the
+measured ``log`` objective (larger is better).  The GP is fitted to the
+standardised values; the *incumbent* is the measured configuration with the
+highest posterior mean (noise-aware: not the luckiest single run); log
+augmented EI over that incumbent is maximised with pending configurations
+conditioned on as fantasies.  Measured, pending and failed configurations
+are never proposed, except that the few most promising measured ones (by
+posterior mean) stay eligible until measured ``max_repeats`` times:
+re-measuring one is chosen when its augmented EI (which discounts what
+noise would hide) beats every new configuration's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from iobo._gp import model
+from iobo._gp.acquisition import log_augmented_ei
+from iobo._gp.encoding import Encoding
+from iobo._gp.optim import maximize
+
+N_PROMISING = 3  # measured configurations that may be re-measured
+WARM_ITERATIONS = 10  # L-BFGS-B steps of a warm-started refit: each trial continues the last fit
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A fitted GP with its data summarised per distinct configuration.
+
+    rows: distinct measured configurations (``u x p``); counts: runs of each
+    (``u``); mean: posterior mean of each, in ``log`` units (``u``);
+    posterior: the GP on standardised values; shift, scale: ``log value =
+    shift + scale * standardised``.
+    """
+
+    rows: np.ndarray
+    counts: np.ndarray
+    mean: np.ndarray
+    posterior: model.Posterior
+    shift: float
+    scale: float
+
+    @property
+    def best(self) -> int:
+        """Index in ``rows`` of the incumbent (highest posterior mean)."""
+        return int(np.argmax(self.mean))
+
+
+def fit(encoding: Encoding, rows: np.ndarray, log_values: np.ndarray, warm: np.ndarray | None = None) -> Fit:
+    """Fit the GP to measured rows (``n x p``) and their ``log`` objective values (``n``)."""
+    shift = float(np.mean(log_values))
+    scale = float(np.std(log_values)) or 1.0
+    posterior = model.fit(
+        encoding.slots(rows), (log_values - shift) / scale, encoding.distance_tables(), warm,
+        maxiter=200 if warm is None else WARM_ITERATIONS,
+    )
+    distinct, counts = np.unique(rows, axis=0, return_counts=True)
+    mean, _ = posterior.predict(encoding.slots(distinct))
+    return Fit(distinct, counts, shift + scale * mean, posterior, shift, scale)
+
+
+def propose(
+    encoding: Encoding,
+    fitted: Fit,
+    rng: np.random.Generator,
+    pending: np.ndarray,
+    failed: np.ndarray,
+    max_repeats: int = 1,
+    max_enumerate: int = 100_000,
+) -> np.ndarray:
+    """Index row (``p``) of the next configuration to measure.
+
+    pending: rows being measured now (``k x p``); failed: rows that failed or
+    were pruned (``f x p``), never proposed again.
+    """
+    standard_mean = (fitted.mean - fitted.shift) / fitted.scale
+    best = float(standard_mean.max())
+    posterior = fitted.posterior.with_fantasies(encoding.slots(pending))
+
+    def score(rows: np.ndarray) -> np.ndarray:
+        mean, variance = posterior.predict(encoding.slots(rows))
+        return log_augmented_ei(mean, variance, best, fitted.posterior.noise_variance)
+
+    as_set = lambda rows: {tuple(r) for r in np.asarray(rows).tolist()}  # noqa: E731
+    busy = as_set(pending) | as_set(failed)
+    promising = np.argsort(-fitted.mean)[:N_PROMISING]
+    remeasurable = {tuple(fitted.rows[i].tolist()) for i in promising if fitted.counts[i] < max_repeats} - busy
+    exclude = (as_set(fitted.rows) - remeasurable) | busy
+    row = maximize(score, encoding, rng, exclude, seeds=fitted.rows[promising], max_enumerate=max_enumerate)
+    if row is None:  # everything allowed was measured: re-measure the best-scoring configuration
+        candidates = np.array([r for r in fitted.rows.tolist() if tuple(r) not in busy] or fitted.rows.tolist())
+        row = candidates[int(np.argmax(score(candidates)))]
+    return np.asarray(row, dtype=np.int64)

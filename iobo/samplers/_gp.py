@@ -1,0 +1,235 @@
+"""``GPSampler``: the Optuna adapter over :mod:`iobo._gp`.
+
+It turns a study's trials into index rows of an
+:class:`~iobo._gp.encoding.Encoding` and back:
+
+- the relative search space is every categorical parameter any trial has
+  suggested (a union, so conditional parameters take part); which parameter
+  depends on which value is inferred from the completed trials;
+- COMPLETE trials with a positive finite value are the data, modelled as
+  ``log(value)`` (negated when minimising); FAIL and PRUNED trials, and
+  COMPLETE ones with a non-positive value, are left out of the model and
+  never proposed again; RUNNING trials are pending points;
+- until ``n_startup_trials`` distinct configurations have completed, the
+  user's ``initial_params`` and then a Latin hypercube are suggested;
+  enqueued trials (the tuner's default runs) come first as Optuna runs them.
+
+torch, gpytorch and the GP modules are imported on first use only; while
+the GP works, BLAS and OpenMP run single-threaded (threadpoolctl): for
+matrices of a few hundred rows their threads cost more than they give,
+several times more on a loaded 2-core machine.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.samplers import BaseSampler, RandomSampler
+from optuna.study import StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+
+from iobo._errors import ConfigError
+from iobo._gp.design import latin_index
+from iobo._gp.encoding import Encoding, infer_conditions, same_choice
+
+if TYPE_CHECKING:
+    from optuna.study import Study
+
+    from iobo._gp.propose import Fit
+
+
+def _check_int(name: str, value: Any, minimum: int, fix: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ConfigError(f"GPSampler {name} must be an integer >= {minimum}; got {value!r}; {fix}")
+    return int(value)
+
+
+class GPSampler(BaseSampler):
+    """Bayesian optimisation of I/O bandwidth over finite (categorical) parameters.
+
+    seed: the one seed of every random choice (``None``: drawn once now);
+    n_startup_trials: distinct completed configurations before the GP takes
+    over (the default runs count once); initial_params: configurations to try
+    first, an expert's guesses (``name -> value``; missing names are filled
+    from the Latin hypercube); max_repeats: the few most promising
+    configurations may be re-measured until measured this many times, when
+    the noise-aware acquisition prefers that to a new configuration (1, the
+    default: never; benchmarks with CV 20-40% found new configurations the
+    better use of a run, and the tuner re-measures its final pick anyway);
+    max_enumerate: spaces of at most this many configurations
+    have their acquisition maximised exactly, larger ones by local search.
+    """
+
+    def __init__(
+        self,
+        *,
+        seed: int | None = None,
+        n_startup_trials: int = 5,
+        initial_params: Sequence[Mapping[str, Any]] = (),
+        max_repeats: int = 1,
+        max_enumerate: int = 100_000,
+    ) -> None:
+        if seed is not None:
+            _check_int("seed", seed, 0, "pass a non-negative integer or None")
+        self._seed = int(seed) if seed is not None else int(np.random.SeedSequence().generate_state(1)[0])
+        self._n_startup = _check_int("n_startup_trials", n_startup_trials, 1, "use 1 to start modelling at once")
+        self._max_repeats = _check_int("max_repeats", max_repeats, 1, "use 1 to never re-measure")
+        self._max_enumerate = _check_int("max_enumerate", max_enumerate, 1, "e.g. 100000")
+        if isinstance(initial_params, Mapping) or not all(isinstance(p, Mapping) for p in initial_params):
+            raise ConfigError(
+                f"GPSampler initial_params must be a sequence of {{name: value}} dicts; got {initial_params!r}; "
+                "wrap a single configuration in a list"
+            )
+        self._initial = [dict(p) for p in initial_params]
+        self._warm: dict[tuple, np.ndarray] = {}
+
+    # -- Optuna's sampler interface --------------------------------------------------
+    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        self._check_direction(study)
+        if self._in_startup(study):
+            return {}
+        return self._search_space(study)
+
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        fixed = trial.system_attrs.get("fixed_params", {})
+        if not search_space or all(name in fixed for name in search_space):
+            return {}
+        from threadpoolctl import threadpool_limits
+
+        from iobo._gp.propose import propose
+
+        encoding, data = self._data(study, search_space, exclude=trial.number)
+        with threadpool_limits(1):  # BLAS/OpenMP threads only slow down these small problems
+            fitted = self._fit(encoding, data, remember=True)
+            rng = np.random.default_rng([self._seed, trial.number])
+            row = propose(encoding, fitted, rng, data["pending"], data["failed"], self._max_repeats, self._max_enumerate)
+        return encoding.to_config(row)
+
+    def sample_independent(
+        self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
+    ) -> Any:
+        if isinstance(param_distribution, CategoricalDistribution) and self._in_startup(study):
+            j = self._startup_index(study, trial)
+            choices = param_distribution.choices
+            if j < len(self._initial) and param_name in self._initial[j]:
+                value = self._initial[j][param_name]
+                if any(same_choice(value, c) for c in choices):
+                    return value
+            return choices[latin_index(self._seed, param_name, len(choices), j, self._n_startup)]
+        random = RandomSampler(seed=int(np.random.default_rng([self._seed, trial.number, 1]).integers(2**31)))
+        return random.sample_independent(study, trial, param_name, param_distribution)
+
+    # -- the incumbent --------------------------------------------------------------
+    def incumbent(self, study: Study) -> tuple[dict[str, Any], float]:
+        """The measured configuration with the best posterior mean, and that mean.
+
+        Noise-aware: a configuration measured several times, or whose
+        neighbours agree, beats one lucky run.  Returns ``(params, value)``
+        with value in the objective's unit (MB/s): ``exp`` of the posterior
+        mean of ``log(value)``, i.e. a geometric-mean estimate.
+        """
+        self._check_direction(study)
+        encoding, data = self._data(study, self._search_space(study))
+        if not len(data["y"]):
+            raise ConfigError(
+                "GPSampler.incumbent needs at least one COMPLETE trial with a positive value; "
+                f"study {study.study_name!r} has none; run trials first"
+            )
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1):
+            fitted = self._fit(encoding, data, remember=False)
+        row = fitted.rows[fitted.best]
+        params = self._params_of(study, encoding, row)
+        return params, math.exp(self._sign(study) * float(fitted.mean[fitted.best]))
+
+    # -- helpers --------------------------------------------------------------------
+    @staticmethod
+    def _check_direction(study: Study) -> None:
+        if len(study.directions) != 1:
+            raise ConfigError(
+                f"GPSampler optimises one objective; study {study.study_name!r} has {len(study.directions)}; "
+                "use a single-objective study (e.g. bandwidth in MB/s)"
+            )
+
+    @staticmethod
+    def _sign(study: Study) -> float:
+        return 1.0 if study.direction == StudyDirection.MAXIMIZE else -1.0
+
+    @staticmethod
+    def _usable(trial: FrozenTrial) -> bool:
+        """A COMPLETE trial whose value can be modelled as a logarithm."""
+        return trial.state == TrialState.COMPLETE and trial.value is not None and math.isfinite(trial.value) and trial.value > 0
+
+    def _in_startup(self, study: Study) -> bool:
+        trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        distinct = {tuple(sorted((k, repr(v)) for k, v in t.params.items())) for t in trials if self._usable(t)}
+        return len(distinct) < self._n_startup
+
+    @staticmethod
+    def _startup_index(study: Study, trial: FrozenTrial) -> int:
+        """How many earlier trials the sampler chose (enqueued ones excluded)."""
+        return sum(
+            1
+            for t in study.get_trials(deepcopy=False)
+            if t.number < trial.number and "fixed_params" not in t.system_attrs
+        )
+
+    @staticmethod
+    def _search_space(study: Study) -> dict[str, BaseDistribution]:
+        """Every categorical parameter seen, in name order; those seen with two different
+        distributions are left to independent sampling."""
+        space: dict[str, BaseDistribution] = {}
+        conflicting: set[str] = set()
+        for t in study.get_trials(deepcopy=False):
+            for name, dist in t.distributions.items():
+                if not isinstance(dist, CategoricalDistribution):
+                    conflicting.add(name)
+                elif space.setdefault(name, dist) != dist:
+                    conflicting.add(name)
+        return {name: space[name] for name in sorted(space) if name not in conflicting}
+
+    def _data(self, study: Study, search_space: Mapping[str, BaseDistribution], exclude: int = -1):
+        """The encoding of ``search_space`` and the study's trials as index rows."""
+        names = list(search_space)
+        trials = [t for t in study.get_trials(deepcopy=False) if t.number != exclude]
+        complete = [t for t in trials if self._usable(t)]
+        conditions = infer_conditions(names, [t.params for t in complete])
+        encoding = Encoding({n: search_space[n].choices for n in names}, conditions)
+
+        def rows(ts: list[FrozenTrial], params=lambda t: t.params) -> np.ndarray:
+            out = [encoding.to_row({n: v for n, v in params(t).items() if n in search_space}) for t in ts]
+            return np.array(out, dtype=np.int64).reshape(len(out), len(names))
+
+        running = [t for t in trials if t.state == TrialState.RUNNING]
+        failed = [t for t in trials if t.state.is_finished() and not self._usable(t)]
+        return encoding, {
+            "rows": rows(complete),
+            "y": np.array([self._sign(study) * math.log(t.value) for t in complete]),
+            "pending": rows(running, lambda t: {**t.system_attrs.get("fixed_params", {}), **t.params}),
+            "failed": rows(failed),
+        }
+
+    def _fit(self, encoding: Encoding, data: dict, remember: bool) -> Fit:
+        from iobo._gp.propose import fit
+
+        key = tuple((p.name, len(p.choices)) for p in encoding.params)
+        fitted = fit(encoding, data["rows"], data["y"], self._warm.get(key))
+        if remember:
+            self._warm = {key: fitted.posterior.theta}
+        return fitted
+
+    @staticmethod
+    def _params_of(study: Study, encoding: Encoding, row: np.ndarray) -> dict[str, Any]:
+        """The full parameters of the latest trial measuring ``row`` (so non-categorical ones come too)."""
+        config = encoding.to_config(row)
+        for t in reversed(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))):
+            if all(n in t.params and same_choice(t.params[n], v) for n, v in config.items()):
+                return dict(t.params)
+        return config

@@ -1,0 +1,100 @@
+"""The unit-cube encoding of finite, conditional spaces."""
+
+import math
+
+import numpy as np
+import pytest
+
+from iobo._gp.encoding import INACTIVE, Encoding, infer_conditions, ordinal_positions
+from iobo.space import io_stack_space
+
+MiB = 2**20
+
+
+def test_powers_of_two_are_evenly_spaced_and_unset_sits_one_step_below():
+    assert ordinal_positions((1, 2, 4, 8)) == pytest.approx((0, 1 / 3, 2 / 3, 1))
+    assert ordinal_positions((None, 1, 2, 4)) == pytest.approx((0, 1 / 3, 2 / 3, 1))
+
+
+def test_uneven_sizes_take_log2_positions():
+    # 1 B, 4 KiB, 64 KiB: log2 = 0, 12, 16
+    assert ordinal_positions((1, 4096, 65536)) == pytest.approx((0, 0.75, 1))
+
+
+def test_strings_booleans_and_lone_none_are_nominal():
+    assert ordinal_positions(("enable", "disable")) is None
+    assert ordinal_positions((False, True)) is None
+    assert ordinal_positions((None, 4)) is None
+
+
+def test_nominal_choices_are_one_hot_at_distance_one():
+    enc = Encoding({"mode": ("a", "b", "c")})
+    x = enc.encode(np.array([[0], [1], [2]]))
+    assert x.shape == (3, 3)
+    assert np.linalg.norm(x[0] - x[1]) == pytest.approx(1.0)
+    assert np.linalg.norm(x[1] - x[2]) == pytest.approx(1.0)
+
+
+def test_groups_map_columns_to_parameters():
+    enc = Encoding({"size": (1, 2, 4), "mode": ("a", "b")})
+    assert enc.groups.tolist() == [0, 1, 1]
+    assert enc.dim == 3
+
+
+def _layout_space() -> Encoding:
+    space = io_stack_space().select(["layout", "chunk_size", "transfer_mode"])
+    return Encoding({p.name: p.values for p in space}, {"chunk_size": ("layout", "chunked")})
+
+
+def test_conditional_parameter_counts_once_when_inactive():
+    enc = _layout_space()
+    # contiguous: 2 transfer modes; chunked: 6 chunk sizes x 2 transfer modes
+    assert enc.size() == 2 + 12 == io_stack_space().select(["layout", "chunk_size", "transfer_mode"]).size()
+    rows = enc.enumerate()
+    assert len(rows) == enc.size() == len({tuple(r) for r in rows.tolist()})
+    contiguous = rows[rows[:, enc.names.index("layout")] == 0]
+    assert (contiguous[:, enc.names.index("chunk_size")] == INACTIVE).all()
+
+
+def test_inactive_parameter_encodes_as_a_constant():
+    enc = _layout_space()
+    a = enc.to_row({"layout": "contiguous", "transfer_mode": "independent"})
+    b = enc.to_row({"layout": "contiguous", "chunk_size": 4 * MiB, "transfer_mode": "independent"})
+    assert a.tolist() == b.tolist()  # an inactive value is dropped
+    assert enc.to_config(a) == {"layout": "contiguous", "transfer_mode": "independent"}
+
+
+def test_neighbours_change_one_parameter_and_activate_children():
+    enc = _layout_space()
+    row = enc.to_row({"layout": "contiguous", "transfer_mode": "independent"})
+    near, origin = enc.neighbours(row[None, :])
+    assert (origin == 0).all()
+    configs = [enc.to_config(r) for r in near]
+    # the other transfer mode, and each of 6 chunk sizes with layout chunked
+    assert len(configs) == 1 + 6
+    assert sum(c["layout"] == "chunked" for c in configs) == 6
+    assert all(len({k for k in c if c[k] != enc.to_config(row).get(k)}) >= 1 for c in configs)
+
+
+def test_random_rows_respect_conditions():
+    enc = _layout_space()
+    rows = enc.random(200, np.random.default_rng(0))
+    chunked = rows[:, enc.names.index("layout")] == 1
+    assert (rows[~chunked, enc.names.index("chunk_size")] == INACTIVE).all()
+    assert (rows[chunked, enc.names.index("chunk_size")] >= 0).all()
+
+
+def test_infer_conditions_finds_the_activating_value():
+    configs = [
+        {"layout": "contiguous", "mode": "a"},
+        {"layout": "chunked", "chunk_size": 1, "mode": "b"},
+        {"layout": "chunked", "chunk_size": 4, "mode": "a"},
+    ]
+    assert infer_conditions(["chunk_size", "layout", "mode"], configs) == {"chunk_size": ("layout", "chunked")}
+
+
+def test_size_of_the_full_io_stack_space_matches_space_size():
+    space = io_stack_space()
+    enc = Encoding({p.name: p.values for p in space}, {p.name: p.active_if for p in space if p.active_if})
+    assert enc.size() == space.size()
+    assert math.isclose(enc.size(), space.size())

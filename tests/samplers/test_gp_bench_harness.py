@@ -1,0 +1,64 @@
+"""The benchmark harness: recorded sweeps (CSV) as problems, and evaluation counting."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "experiments" / "sampler"))
+
+import bench  # noqa: E402
+import problems  # noqa: E402
+
+FIXTURE = Path(__file__).parent / "data" / "tiny_sweep.csv"
+
+
+def test_table_loads_types_conditions_and_medians():
+    table = problems.load_table(FIXTURE)
+    assert table.choices == {
+        "striping_factor": (None, 4),
+        "romio_cb_write": ("enable", "disable"),
+        "layout": ("contiguous", "chunked"),
+        "chunk_size": (1048576, 4194304),
+    }
+    assert table.conditions == {"chunk_size": ("layout", "chunked")}
+    assert table.encoding.size() == 12
+    best = {"striping_factor": 4, "romio_cb_write": "enable", "layout": "contiguous"}
+    assert table.truth(best) == pytest.approx(1500.0)  # median of 1350, 1500, 1950
+    assert table.best == pytest.approx(1500.0)
+    assert table.default == {"striping_factor": None, "romio_cb_write": "enable", "layout": "contiguous"}
+    # an inactive chunk size is ignored, as the kernel would ignore it
+    assert table.truth(best | {"chunk_size": 4194304}) == table.truth(best)
+
+
+def test_measurements_draw_recorded_repeats():
+    table = problems.load_table(FIXTURE)
+    rng = np.random.default_rng(0)
+    config = {"striping_factor": None, "romio_cb_write": "disable", "layout": "chunked", "chunk_size": 1048576}
+    draws = {table.measure(config, rng) for _ in range(60)}
+    assert draws == {270.0, 300.0, 390.0}
+
+
+def test_incomplete_sweeps_are_refused(tmp_path):
+    lines = FIXTURE.read_text().splitlines()
+    partial = tmp_path / "partial.csv"
+    partial.write_text("\n".join(lines[:-3]) + "\n")  # drop one configuration's repeats
+    with pytest.raises(ValueError, match="not a full sweep: 1 configurations missing"):
+        problems.load_table(partial)
+
+
+def test_evaluations_to_target_counts_from_one_and_censors():
+    assert bench.evaluations_to([1.0, 5.0, 9.0], 5.0, budget=3) == 2
+    assert bench.evaluations_to([1.0, 2.0], 5.0, budget=2) == 3
+
+
+def test_synthetic_optimum_is_known_and_inside_the_space():
+    model = problems.synthetic("chunked8")
+    rows = model.encoding.enumerate()
+    values = np.array([model.truth(model.encoding.to_config(r)) for r in rows[::7]])
+    assert values.max() <= model.best * (1 + 1e-12)
+    optimum = {"striping_factor": 16, "cb_nodes": 16, "striping_unit": 4 * 2**20, "cb_buffer_size": 4 * 2**20,
+               "transfer_mode": "collective", "romio_cb_write": "enable", "layout": "chunked", "chunk_size": 4 * 2**20}
+    assert model.truth(optimum) == pytest.approx(model.best)

@@ -1,0 +1,211 @@
+"""iobo.samplers.GPSampler through Optuna's ask/tell interface."""
+
+import math
+import subprocess
+import sys
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState, create_trial
+
+from iobo._errors import ConfigError
+from iobo.samplers import GPSampler
+from iobo.space import Workload, io_stack_space
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+SPACE = {
+    "stripes": (None, 1, 2, 4, 8, 16, 32),
+    "buffer": (1, 2, 4, 8, 16),
+    "mode": ("independent", "collective"),
+    "cb_write": ("automatic", "enable", "disable"),
+}
+
+
+def bandwidth(c) -> float:
+    """Deterministic MB/s with an interior optimum: 8 stripes, buffer 4, collective + enable."""
+    stripes = c["stripes"] or 1
+    value = 1000.0 * math.exp(-((math.log2(stripes) - 3) ** 2) / 4) * math.exp(-((math.log2(c["buffer"]) - 2) ** 2) / 8)
+    value *= {"automatic": 0.8, "enable": 1.0, "disable": 0.6}[c["cb_write"]] if c["mode"] == "collective" else 0.7
+    return value
+
+
+OPTIMUM = {"stripes": 8, "buffer": 4, "mode": "collective", "cb_write": "enable"}
+
+
+def suggest(trial) -> dict:
+    return {name: trial.suggest_categorical(name, values) for name, values in SPACE.items()}
+
+
+def run(sampler, n_trials, objective=bandwidth):
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    for _ in range(n_trials):
+        trial = study.ask()
+        study.tell(trial, objective(suggest(trial)))
+    return study
+
+
+def test_same_seed_same_suggestions_other_seed_different():
+    def params(seed):
+        return [t.params for t in run(GPSampler(seed=seed, n_startup_trials=4), 8).trials]
+
+    assert params(3) == params(3)
+    assert params(3) != params(4)
+
+
+def test_finds_the_optimum_of_a_small_deterministic_function():
+    study = run(GPSampler(seed=0, n_startup_trials=4), 20)
+    assert OPTIMUM in [t.params for t in study.trials]
+    params, value = GPSampler(seed=0).incumbent(study)
+    assert params == OPTIMUM
+    assert value == pytest.approx(bandwidth(OPTIMUM), rel=0.1)
+
+
+def test_startup_is_a_latin_hypercube_after_enqueued_defaults():
+    sampler = GPSampler(seed=1, n_startup_trials=5)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    default = {"stripes": None, "buffer": 16, "mode": "independent", "cb_write": "automatic"}
+    for _ in range(3):
+        study.enqueue_trial(default)
+    for _ in range(8):
+        trial = study.ask()
+        study.tell(trial, bandwidth(suggest(trial)))
+    assert all(t.params == default for t in study.trials[:3])
+    # the default counts as one of the 5 start-up configurations: 4 more from
+    # a 5-point Latin hypercube, so 4 different buffer sizes (one per stratum)
+    startup = [t.params["buffer"] for t in study.trials[3:7]]
+    assert len(set(startup)) == 4
+
+
+def test_initial_params_come_first():
+    guess = {"stripes": 16, "buffer": 8, "mode": "collective", "cb_write": "enable"}
+    study = run(GPSampler(seed=0, initial_params=[guess]), 2)
+    assert study.trials[0].params == guess
+
+
+def test_running_trials_are_not_duplicated():
+    sampler = GPSampler(seed=0, n_startup_trials=4)
+    study = run(sampler, 6)
+    running = [study.ask() for _ in range(5)]
+    proposed = [suggest(t) for t in running]
+    keys = [tuple(sorted(p.items(), key=str)) for p in proposed]
+    assert len(set(keys)) == 5
+    done = {tuple(sorted(t.params.items(), key=str)) for t in study.trials if t.state == TrialState.COMPLETE}
+    assert not set(keys) & done
+
+
+def test_remeasuring_is_a_deliberate_choice():
+    tiny = {"mode": ("independent", "collective"), "cb_write": ("enable", "disable")}
+    values = {("independent", "enable"): 300.0, ("independent", "disable"): 320.0,
+              ("collective", "enable"): 1000.0, ("collective", "disable"): 400.0}
+
+    def measured(sampler, n):
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        for _ in range(n):
+            trial = study.ask()
+            c = {k: trial.suggest_categorical(k, v) for k, v in tiny.items()}
+            study.tell(trial, values[(c["mode"], c["cb_write"])])
+        return [(t.params["mode"], t.params["cb_write"]) for t in study.trials]
+
+    # max_repeats=1: new configurations while any is left
+    assert len(set(measured(GPSampler(seed=0, n_startup_trials=2), 4))) == 4
+    # max_repeats=2: the clear best is the first re-measured, none more than twice
+    runs = measured(GPSampler(seed=0, n_startup_trials=2, max_repeats=2), 6)
+    first_repeat = next(c for i, c in enumerate(runs) if c in runs[:i])
+    assert first_repeat == ("collective", "enable")
+    assert max(runs.count(c) for c in runs) == 2
+
+
+def test_failed_and_pruned_trials_do_not_poison_the_model():
+    clean = run(GPSampler(seed=0, n_startup_trials=4), 8)
+    noisy = optuna.create_study(direction="maximize", sampler=GPSampler(seed=0, n_startup_trials=4))
+    dists = {n: CategoricalDistribution(v) for n, v in SPACE.items()}
+    bad = {"stripes": 32, "buffer": 1, "mode": "independent", "cb_write": "disable"}
+    for t in clean.trials:
+        noisy.add_trial(create_trial(params=t.params, distributions=dists, value=t.value))
+        noisy.add_trial(create_trial(params=bad, distributions=dists, state=TrialState.FAIL))
+    noisy.add_trial(create_trial(params=bad | {"buffer": 2}, distributions=dists, state=TrialState.PRUNED))
+    noisy.add_trial(create_trial(params=bad | {"buffer": 4}, distributions=dists, value=0.0))  # no bandwidth
+    noisy.add_trial(create_trial(params={"stripes": 4}, distributions={"stripes": dists["stripes"]}, state=TrialState.FAIL))
+    assert GPSampler(seed=0).incumbent(noisy) == GPSampler(seed=0).incumbent(clean)
+    trial = noisy.ask()
+    proposed = suggest(trial)
+    assert proposed not in (bad, bad | {"buffer": 2}, bad | {"buffer": 4})
+
+
+def test_every_io_stack_parameter_type_and_the_conditional_chunk_size():
+    space, workload = io_stack_space(), Workload(ranks=4, nodes=1, dataset_bytes=2**30)
+    sampler = GPSampler(seed=0, n_startup_trials=6, max_repeats=1)  # never re-measure: all distinct
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    study.enqueue_trial(space.default())
+    for _ in range(14):
+        trial = study.ask()
+        config, _ = space.suggest(trial, workload)
+        space.validate(config, workload)  # every value allowed once repaired
+        chunked = config["layout"] == "chunked"
+        value = 500.0 * (2.0 if config["transfer_mode"] == "collective" else 1.0) * (0.5 if chunked else 1.0)
+        study.tell(trial, value)
+    for t in study.trials:
+        assert ("chunk_size" in t.params) == (t.params["layout"] == "chunked")
+    assert len({tuple(sorted(t.params.items(), key=str)) for t in study.trials}) == len(study.trials) == 14
+    params, _ = GPSampler(seed=0).incumbent(study)
+    assert params["transfer_mode"] == "collective" and params["layout"] == "contiguous"
+
+
+def test_incumbent_prefers_the_consistent_configuration_over_one_lucky_run():
+    dists = {n: CategoricalDistribution(v) for n, v in SPACE.items()}
+    study = optuna.create_study(direction="maximize", sampler=GPSampler(seed=0))
+    steady = {"stripes": 8, "buffer": 4, "mode": "collective", "cb_write": "enable"}
+    lucky = {"stripes": 1, "buffer": 16, "mode": "independent", "cb_write": "disable"}
+    for value in (900, 1500, 1100, 1300, 1200):  # CV ~20% run to run
+        study.add_trial(create_trial(params=steady, distributions=dists, value=value))
+    study.add_trial(create_trial(params=lucky, distributions=dists, value=1600))
+    for change, value in (({"stripes": 2}, 700), ({"buffer": 8}, 800), ({"cb_write": "enable"}, 750)):
+        study.add_trial(create_trial(params=lucky | change, distributions=dists, value=value))
+    assert study.best_trial.params == lucky  # the luckiest single run
+    params, value = GPSampler(seed=0).incumbent(study)
+    assert params == steady
+    assert 900 < value < 1400
+
+
+def test_minimize_models_log_time():
+    study = optuna.create_study(direction="minimize", sampler=GPSampler(seed=0, n_startup_trials=4))
+    for _ in range(16):
+        trial = study.ask()
+        study.tell(trial, 1.0 / bandwidth(suggest(trial)))
+    assert study.best_trial.params["mode"] == "collective"
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        ({"n_startup_trials": 0}, "n_startup_trials must be an integer >= 1; got 0"),
+        ({"n_startup_trials": 2.5}, "got 2.5"),
+        ({"seed": -1}, "seed must be an integer >= 0; got -1"),
+        ({"seed": "1"}, "got '1'"),
+        ({"max_repeats": 0}, "max_repeats must be an integer >= 1; got 0"),
+        ({"max_enumerate": True}, "max_enumerate must be an integer >= 1; got True"),
+        ({"initial_params": {"stripes": 4}}, "wrap a single configuration in a list"),
+    ],
+)
+def test_invalid_arguments_raise_config_error(kwargs, fragment):
+    with pytest.raises(ConfigError, match=fragment.replace(".", r"\.").replace("(", r"\(")):
+        GPSampler(**kwargs)
+
+
+def test_multi_objective_studies_are_refused():
+    study = optuna.create_study(directions=["maximize", "maximize"], sampler=GPSampler(seed=0))
+    with pytest.raises(ConfigError, match="optimises one objective"):
+        study.optimize(lambda t: (t.suggest_categorical("mode", ("a", "b")) == "a", 1.0), n_trials=1)
+
+
+def test_incumbent_of_an_empty_study_says_what_is_missing():
+    study = optuna.create_study(direction="maximize", sampler=GPSampler(seed=0))
+    with pytest.raises(ConfigError, match="at least one COMPLETE trial"):
+        GPSampler(seed=0).incumbent(study)
+
+
+def test_importing_the_samplers_does_not_load_torch():
+    code = "import sys, iobo, iobo.samplers; sys.exit('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
