@@ -82,6 +82,12 @@ def configurations(grid: dict) -> list[dict]:
     return rows
 
 
+def default_of(space, names: list[str]) -> dict:
+    """The system-default assignment of the table's parameters (inactive ones left out)."""
+    defaults = space.default()
+    return {n: defaults[n] for n in names if n in defaults}
+
+
 def columns(grid: dict) -> list[str]:
     names = []
     for key in grid:
@@ -129,7 +135,7 @@ def main() -> None:
     meta = {
         "table": args.table, "kernel": table["kernel"], "ranks": table["ranks"], "options": table["options"],
         "workdir": table["workdir"], "repeats": args.repeats, "configurations": len(configs),
-        "failed": failures, "grid": {"+".join(k) if isinstance(k, tuple) else k: v for k, v in table["grid"].items()},
+        "failed": failures, "default": default_of(spec.space(), names), "grid": {"+".join(k) if isinstance(k, tuple) else k: v for k, v in table["grid"].items()},
         "machine": {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
                     "load_avg_at_end": os.getloadavg()},
         "started_unix": started, "wall_seconds": round(time.time() - started, 1),

@@ -16,6 +16,7 @@ noisy measurement (``measure``).  Two kinds:
 from __future__ import annotations
 
 import csv
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -90,9 +91,14 @@ def load_table(path: str | Path, default: Config | None = None) -> Problem:
     cell means the parameter is inactive in that row (``chunk_size`` of a
     contiguous layout); ``None`` means the value "unset".  Every
     configuration of the implied space must be present (a full sweep).
-    default: the system-default configuration; the first row's when omitted.
+    default: the system-default configuration; when omitted, the ``default``
+    of the table's JSON sidecar (written by experiments/sweep.py), else the
+    first row's.
     """
     path = Path(path)
+    sidecar = path.with_suffix(".json")
+    if default is None and sidecar.exists():
+        default = json.loads(sidecar.read_text()).get("default")
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
         missing = {"repeat", "mb_per_s"} - set(reader.fieldnames or ())

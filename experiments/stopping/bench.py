@@ -1,0 +1,153 @@
+"""Benchmark: study-level stop rules on the recorded tables, against the oracle stop.
+
+Run from the repository root::
+
+    .venv/bin/python experiments/stopping/bench.py --seeds 20 --budget 40
+
+Per seed, iobo's GP sampler tunes a table for ``budget`` evaluations (the
+first 3 are the system default, as the tuner does); each evaluation draws a
+recorded repeat and costs ``experiments/cost.py``'s model (launch + bytes /
+bandwidth).  After every evaluation a GP (:class:`iobo.surrogate.Surrogate`)
+is fitted to the measurements and its expected improvement (MB/s) recorded.
+The rules then replay the same trajectory and stop where they would have.
+
+Scored on true values (a configuration's median): G(t) = best true value
+among the configurations evaluated by t minus the default's true value,
+RoTI(t) = G(t) / t.  The oracle stops at the peak of that RoTI.  Printed
+per rule: median [IQR] over seeds of where it stopped, its RoTI as a
+fraction of the oracle's, and the true bandwidth it stopped at as a
+fraction of the table's best; then the worst seed.  The rules see only
+measurements (noisy), never true values.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import multiprocessing  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import cost  # noqa: E402
+
+from iobo.measure import roti  # noqa: E402
+from iobo.stopping import FixedBudget, MarginalRoTI, NoRecentGain, Progress, oracle_stop  # noqa: E402
+from iobo.surrogate import Surrogate  # noqa: E402
+
+DEFAULT_RUNS = 3
+FIRST_GAIN_AT = 5  # evaluations before the first GP fit (the sampler's start-up is 5 distinct configs)
+
+
+def trajectory(table: str, seed: int, budget: int) -> dict:
+    """One tuning run: per evaluation its config, measured and true MB/s, cost and the GP's expected gain."""
+    import optuna
+    import torch
+
+    from iobo.samplers import GPSampler
+
+    torch.set_num_threads(1)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    problem, nbytes = cost.table_problem(table)
+    from optimizers import _suggest
+
+    rng = np.random.default_rng([seed, 7])
+    study = optuna.create_study(direction="maximize", sampler=GPSampler(seed=seed))
+    for _ in range(DEFAULT_RUNS):
+        study.enqueue_trial(problem.default)
+    configs, measured, truths, minutes, gains = [], [], [], [], []
+    warm = None
+    for n in range(1, budget + 1):
+        trial = study.ask()
+        config = _suggest(trial, problem)
+        value = problem.measure(config, rng)
+        study.tell(trial, value)
+        configs.append(config)
+        measured.append(value)
+        truths.append(problem.truth(config))
+        minutes.append((minutes[-1] if minutes else 0.0) + cost.cost_minutes(nbytes, value))
+        if n >= FIRST_GAIN_AT:
+            surrogate = Surrogate.from_runs(problem.choices, configs, measured, problem.conditions, warm)
+            warm = surrogate.fit.posterior.theta
+            gains.append(surrogate.expected_gain_mb_per_s(seed))
+        else:
+            gains.append(None)
+    return {"table": table, "seed": seed, "measured": measured, "truths": truths, "minutes": minutes,
+            "gains": gains, "default_truth": problem.truth(problem.default), "best_truth": problem.best}
+
+
+def stop_point(rule, run: dict) -> int:
+    """Evaluations (1-based) after which ``rule`` stops; the budget if it never does."""
+    default = float(np.median(run["measured"][:DEFAULT_RUNS]))
+    for n in range(DEFAULT_RUNS + 1, len(run["minutes"]) + 1):
+        progress = Progress(run["minutes"][:n], np.maximum.accumulate(run["measured"][:n]), default,
+                            run["gains"][n - 1])
+        if rule.should_stop(progress):
+            return n
+    return len(run["minutes"])
+
+
+def true_progress(run: dict) -> Progress:
+    """The trajectory scored on true values (what the oracle and the fractions use)."""
+    return Progress(run["minutes"], np.maximum.accumulate(run["truths"]), run["default_truth"])
+
+
+def score(run: dict, n: int) -> tuple[float, float, float]:
+    """(RoTI at n / oracle RoTI, true best at n / table best, minutes at n)."""
+    truth = true_progress(run)
+    at = lambda k: roti(truth.best_mb_per_s[k - 1], truth.default_mb_per_s, truth.minutes[k - 1])  # noqa: E731
+    return at(n) / at(oracle_stop(truth)), truth.best_mb_per_s[n - 1] / run["best_truth"], truth.minutes[n - 1]
+
+
+def _task(args):
+    return trajectory(*args)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--budget", type=int, default=40, help="evaluations per run, default runs included")
+    parser.add_argument("--tables", default="vpic-tmpfs,ior-tmpfs")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args(argv)
+    tables = args.tables.split(",")
+    jobs = [(t, s, args.budget) for t in tables for s in range(args.seeds)]
+    with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
+        runs = pool.map(_task, jobs)
+    rules = {
+        f"fixed budget ({args.budget})": FixedBudget(args.budget),
+        "no 5% gain in 5 (TunIO heuristic)": NoRecentGain(5, 0.05),
+        "marginal RoTI (GP EI/cost <= RoTI)": MarginalRoTI(),
+    }
+    print(f"cost model: {cost.LAUNCH_S:g} s launch + bytes / measured bandwidth per evaluation; "
+          f"{DEFAULT_RUNS} default runs first; {args.seeds} seeds; budget {args.budget} evaluations")
+    for table in tables:
+        mine = [r for r in runs if r["table"] == table]
+        oracle = [oracle_stop(true_progress(r)) for r in mine]
+        print(f"\n## {table}: default {mine[0]['default_truth']:.0f} MB/s, best {mine[0]['best_truth']:.0f} MB/s "
+              f"(true medians); oracle stop at evaluation {_mq(oracle)}, "
+              f"oracle bandwidth {_mq([score(r, o)[1] * 100 for r, o in zip(mine, oracle)])} % of best")
+        print(f"{'rule':38s} {'stopped at (evals)':>20s} {'minutes':>16s} {'RoTI % of oracle':>22s} "
+              f"{'BW % of best':>20s} {'worst RoTI%':>11s} {'worst BW%':>9s}")
+        for name, rule in rules.items():
+            stops = [stop_point(rule, r) for r in mine]
+            scores = np.array([score(r, n) for r, n in zip(mine, stops)])
+            print(f"{name:38s} {_mq(stops):>20s} {_mq(scores[:, 2]):>16s} {_mq(scores[:, 0] * 100):>22s} "
+                  f"{_mq(scores[:, 1] * 100):>20s} {scores[:, 0].min() * 100:11.1f} {scores[:, 1].min() * 100:9.1f}")
+    return 0
+
+
+def _mq(values) -> str:
+    """Median [IQR] of ``values``."""
+    q1, med, q3 = np.percentile(values, [25, 50, 75])
+    return f"{med:.1f} [{q1:.1f}-{q3:.1f}]"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
