@@ -60,12 +60,17 @@ class KernelError(IoboError):
     def __reduce__(self):  # keep the fields when Parsl pickles the exception
         return (
             _rebuild_kernel_error,
-            (self.reason, self.command, self.returncode, self.stdout_tail, self.stderr_tail, self.workdir),
+            (self.reason, self.command, self.returncode, self.stdout_tail, self.stderr_tail, self.workdir,
+             type(self)),
         )
 
 
-def _rebuild_kernel_error(reason, command, returncode, stdout_tail, stderr_tail, workdir):
-    return KernelError(
+class KernelPruned(KernelError):
+    """A kernel run stopped early on purpose: its steps were slower than the other trials' (pruning)."""
+
+
+def _rebuild_kernel_error(reason, command, returncode, stdout_tail, stderr_tail, workdir, cls=KernelError):
+    return cls(
         reason,
         command=command,
         returncode=returncode,

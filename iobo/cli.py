@@ -53,6 +53,11 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--mpiexec", default=None, help="MPI launcher (default: mpiexec.mpich or $IOBO_MPIEXEC)")
     tune.add_argument("--parsl-config", help="Python file defining a Parsl `config` (e.g. workflows/site_slurm.py)")
+    tune.add_argument("--prune", choices=("median", "wilcoxon"),
+                      help="stop trials whose per-step bandwidth is clearly below the others' (Optuna pruner)")
+    tune.add_argument("--stop-rule", choices=("marginal-roti", "no-gain"),
+                      help="end the study before --trials: when the GP's expected gain per minute falls to the "
+                           "RoTI so far (marginal-roti), or after no 5%% gain in 5 trials (no-gain)")
     tune.add_argument("--confirm", type=int, default=0, metavar="N",
                       help="afterwards, re-measure default and best N times each, interleaved")
 
@@ -183,6 +188,7 @@ def _dispatch(args) -> int:
         from iobo.integrations.parsl import load_config_file
         from iobo.progress import console_watchers
         from iobo.report import build_report
+        from iobo.stopping import RULES
         from iobo.tuner import Tuner
 
         tuner = Tuner(
@@ -191,6 +197,7 @@ def _dispatch(args) -> int:
             default_repeats=args.default_repeats, timeout_s=args.timeout, seed=args.seed,
             sampler=_sampler(args.sampler, args.seed), launcher=_launcher(args.mpiexec),
             parsl_config=load_config_file(args.parsl_config) if args.parsl_config else None,
+            pruner=args.prune, stop_rule=RULES[args.stop_rule]() if args.stop_rule else None,
             **console_watchers(),
         )
         study = tuner.run()

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from iobo import kernels
-from iobo._errors import ConfigError, KernelError
+from iobo._errors import ConfigError, KernelError, KernelPruned
 from iobo.config import IOConfig
 from iobo.measure import Measurement
 
@@ -131,7 +131,9 @@ class KernelJob:
     the kernel was registered in this process only: workers elsewhere have
     their own registry); values: the configuration (parameter -> value); options: kernel options;
     workdir: where the trial's directory is made (the file system under test);
-    timeout_s: wall-clock limit of the MPI job in seconds; keep: keep files.
+    timeout_s: wall-clock limit of the MPI job in seconds; keep: keep files;
+    on_step: called where the job runs with each step event, returns True to
+    stop the run (a picklable :class:`iobo.pruning.StepReporter`).
     """
 
     kernel: str | kernels.KernelSpec
@@ -143,6 +145,7 @@ class KernelJob:
     timeout_s: float = 600.0
     keep: bool = False
     tag: str = ""
+    on_step: Callable[[dict], bool | None] | None = None
 
     def validate(self) -> IOConfig:
         """Every pre-launch check: kernel name, options, configuration, launcher."""
@@ -157,11 +160,12 @@ class KernelJob:
         return config
 
 
-def run_kernel(job: KernelJob, on_step: Callable[[dict], None] | None = None) -> dict[str, Any]:
+def run_kernel(job: KernelJob, on_step: Callable[[dict], bool | None] | None = None) -> dict[str, Any]:
     """Run ``job`` and return its result dict; raise :class:`KernelError` if it failed.
 
     on_step, if given, is called with each step event as the kernel prints it
-    (for intermediate values / pruning).
+    (for intermediate values), after ``job.on_step``; when either returns
+    True the MPI job is killed, its files removed, and :class:`KernelPruned` raised.
     """
     config = job.validate()
     spec = kernels.get(job.kernel)
@@ -176,8 +180,16 @@ def run_kernel(job: KernelJob, on_step: Callable[[dict], None] | None = None) ->
     command = job.launcher.command(job.ranks, argv)
     try:
         started = time.monotonic()
-        lines, stderr, code, timed_out = _run(command, trial_dir, job.timeout_s, on_step)
+        callbacks = [f for f in (job.on_step, on_step) if f is not None]
+        step = (lambda event: any([bool(f(event)) for f in callbacks])) if callbacks else None
+        lines, stderr, code, timed_out, pruned = _run(command, trial_dir, job.timeout_s, step)
         wall_s = time.monotonic() - started
+        if pruned:
+            raise KernelPruned(
+                f"kernel {job.kernel!r} was pruned after {sum(_step_event(line) is not None for line in lines)} step(s) "
+                f"({wall_s:.1f} s): slower than the other trials at the same step",
+                command=command, returncode=code, stdout_tail=_tail(lines), workdir=str(trial_dir),
+            )
         if timed_out:
             raise KernelError(
                 f"kernel {job.kernel!r} timed out after {job.timeout_s:g} s and was killed",
@@ -238,7 +250,10 @@ def _die_with_parent() -> None:
 
 
 def _run(command, cwd, timeout_s, on_step):
-    """Start ``command`` in its own process group; return (stdout lines, stderr lines, code, timed_out)."""
+    """Start ``command`` in its own process group; return (stdout lines, stderr lines, code, timed_out, pruned).
+
+    pruned: ``on_step`` returned True for a step, and the job was killed then.
+    """
     try:
         proc = subprocess.Popen(
             command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -248,16 +263,21 @@ def _run(command, cwd, timeout_s, on_step):
         raise ConfigError(f"cannot start {command[0]!r}: {exc}; is it installed and on PATH?") from None
     stdout: list[str] = []
     stderr: list[str] = []
+    pruned = threading.Event()
 
     def pump_stdout():
         for line in proc.stdout:
             stdout.append(line)
-            event = _step_event(line) if on_step else None
+            event = _step_event(line) if on_step and not pruned.is_set() else None
             if event is not None:
                 try:
-                    on_step(event)
+                    stop = on_step(event)
                 except Exception as exc:  # a failing callback must not lose the run
                     stderr.append(f"iobo: step callback failed: {exc!r}\n")
+                    continue
+                if stop:
+                    pruned.set()
+                    _kill_group(proc)
 
     def pump_stderr():
         for line in proc.stderr:
@@ -278,7 +298,7 @@ def _run(command, cwd, timeout_s, on_step):
         raise
     for reader in readers:
         reader.join(timeout=5)
-    return stdout, stderr, proc.returncode, timed_out
+    return stdout, stderr, proc.returncode, timed_out, pruned.is_set()
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

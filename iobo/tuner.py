@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from iobo import kernels
-from iobo._errors import ConfigError, KernelError
+from iobo._errors import ConfigError, KernelError, KernelPruned
 from iobo.config import IOConfig
 from iobo.launch import KernelJob, MPILauncher, MpiexecLauncher
 from iobo.space import Space
@@ -69,7 +69,11 @@ class Tuner:
     once; default_repeats: runs of the system default (>= 3); timeout_s: per
     trial limit in seconds; parsl_config: a Parsl Config used when no
     DataFlowKernel is loaded; echo: where progress lines go (None: silent);
-    callbacks: :class:`TunerCallback` hooks.
+    callbacks: :class:`TunerCallback` hooks; pruner: ``"median"`` or
+    ``"wilcoxon"`` to stop trials whose steps are slower than the others'
+    (:mod:`iobo.pruning`; needs a storage URL the workers reach); stop_rule:
+    an :class:`iobo.stopping.StopRule` that may end the study before
+    ``trials`` (e.g. ``MarginalRoTI()``).
     """
 
     kernel: str = "vpic"
@@ -89,6 +93,8 @@ class Tuner:
     parsl_config: Any = None
     echo: Callable[[str], None] | None = print
     callbacks: Sequence[TunerCallback] = ()
+    pruner: str | None = None
+    stop_rule: Any = None
 
     def __post_init__(self) -> None:
         checks = [
@@ -103,6 +109,15 @@ class Tuner:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        if self.pruner is not None:
+            from iobo.pruning import make_pruner
+
+            make_pruner(self.pruner)
+            if not isinstance(self.storage, str):
+                raise ConfigError(
+                    f"pruner={self.pruner!r} needs the storage as a URL the workers can open; got {self.storage!r}: "
+                    "pass e.g. sqlite:///abs/path/iobo.db or journal:///abs/path/study.log"
+                )
         spec = kernels.get(self.kernel)
         self.kernel_options = spec.resolve_options(self.kernel_options)
         self.space = self.space or spec.space()
@@ -126,7 +141,7 @@ class Tuner:
         self._enqueue_defaults(study)
         finished = _count_finished(study)
         self._say(f"study {self.study!r} in {self.storage}: {finished} finished trial(s), target {self.trials}")
-        self._loop(study, asks=max(0, self.trials - finished))
+        self._loop(study, asks=max(0, self.trials - finished), stop_rule=self.stop_rule)
         return study
 
     def confirm(self, repeats: int = 5):
@@ -181,7 +196,7 @@ class Tuner:
         return study
 
     # -- the loop --------------------------------------------------------------
-    def _loop(self, study, asks: int) -> None:
+    def _loop(self, study, asks: int, stop_rule=None) -> None:
         from iobo.integrations.parsl import ParslRunner
 
         running: dict[Future, Any] = {}
@@ -201,6 +216,8 @@ class Tuner:
                         self._finish(study, trial, future)
                         self._notify("trial_finished", study, study.get_trials(deepcopy=False)[trial.number],
                                      len(running))
+                    if asks > 0 and stop_rule is not None and self._should_stop(study, stop_rule):
+                        asks = 0
             except KeyboardInterrupt:
                 # Parsl futures cannot be cancelled; the executor's shutdown stops the
                 # workers, and each MPI job dies with its worker (launch._die_with_parent).
@@ -213,6 +230,16 @@ class Tuner:
             finally:
                 self._notify("loop_finished", study)
 
+    def _should_stop(self, study, stop_rule) -> bool:
+        from iobo.stopping import study_progress
+
+        progress = study_progress(study, with_gain=stop_rule.needs_gain)
+        if progress is None or not stop_rule.should_stop(progress):
+            return False
+        self._say(f"stop rule {type(stop_rule).__name__}: stopping after {progress.trials} tuning trial(s), "
+                  f"{progress.minutes[-1]:.1f} min, RoTI {progress.roti:,.1f} MB/s per minute")
+        return True
+
     def _notify(self, hook: str, *args) -> None:
         """Call ``hook`` on every callback; a failing callback is reported, never stops tuning."""
         for callback in self.callbacks:
@@ -222,12 +249,16 @@ class Tuner:
                 self._say(f"warning: {type(callback).__name__}.{hook} failed: {type(exc).__name__}: {exc}")
 
     def _start(self, study):
+        from iobo.pruning import StepReporter
+
         trial = study.ask()
         values = suggest_config(trial, self.space, self.workload)
+        prunable = self.pruner and trial.user_attrs["role"] == ROLE_SEARCH  # the baseline always completes
+        reporter = StepReporter(self.storage, self.study, trial._trial_id, self.pruner) if prunable else None
         job = KernelJob(
             kernel=kernels.get(self.kernel), values=values, ranks=self.ranks, workdir=self.workdir,
             options=self.kernel_options, launcher=self.launcher, timeout_s=self.timeout_s,
-            tag=f"{trial.number}",
+            tag=f"{trial.number}", on_step=reporter,
         )
         return trial, job
 
@@ -235,6 +266,11 @@ class Tuner:
         role = trial.user_attrs.get("role", ROLE_SEARCH)
         try:
             outcome = future.result()
+        except KernelPruned as exc:
+            trial.set_user_attr("pruned_reason", exc.reason)
+            study.tell(trial, state=_state("PRUNED"))
+            self._say(f"trial {trial.number:3d} [{role}] PRUNED: {exc.reason}")
+            return
         except KernelError as exc:
             trial.set_user_attr("fail_reason", exc.reason)
             trial.set_user_attr("stderr_tail", exc.stderr_tail[-4000:])

@@ -1,0 +1,95 @@
+"""Pruning inside a trial: stop a kernel run that is clearly slower than the others at the same step.
+
+Kernels print one step line per timestep (bytes, seconds, MB/s of that
+step).  A :class:`StepReporter` travels with the trial's job to wherever
+Parsl placed it, opens the study from its storage URL there, reports each
+step's bandwidth as the trial's intermediate value (``trial.report``) and
+asks the study's pruner whether to stop (``trial.should_prune``).  When it
+says so, :func:`iobo.launch.run_kernel` kills the MPI job, removes its files
+and raises :class:`iobo._errors.KernelPruned`; the tuner marks the trial
+PRUNED.
+
+Pruners (:data:`PRUNERS`):
+
+- ``median``: Optuna's ``MedianPruner``: stop when the trial's best step so
+  far is below the median of the completed trials at the same step;
+- ``wilcoxon``: Optuna's ``WilcoxonPruner``: stop when a signed-rank test
+  over the steps seen so far says the trial is worse than the best trial
+  (p < 0.1), steadier when single steps are noisy.
+
+Steps are numbered in the order they arrive (repeat after repeat), so a
+kernel's repeats add steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from iobo._errors import ConfigError
+
+MIN_COMPLETED = 3  # completed trials before any pruning (the tuner's default runs)
+
+
+def _median():
+    import optuna
+
+    return optuna.pruners.MedianPruner(n_startup_trials=MIN_COMPLETED, n_warmup_steps=0)
+
+
+def _wilcoxon():
+    import optuna
+
+    return optuna.pruners.WilcoxonPruner(p_threshold=0.1, n_startup_steps=2)
+
+
+PRUNERS = {"median": _median, "wilcoxon": _wilcoxon}
+
+
+def make_pruner(name: str):
+    """The Optuna pruner called ``name`` (a key of :data:`PRUNERS`)."""
+    if name not in PRUNERS:
+        raise ConfigError(f"unknown pruner {name!r}; allowed: {', '.join(PRUNERS)}")
+    return PRUNERS[name]()
+
+
+@dataclass
+class StepReporter:
+    """Reports a running trial's step bandwidths (MB/s) to its study; picklable, opens the study lazily.
+
+    storage: the study's storage URL (reachable from the worker: SQLite on a
+    shared path, ``journal://``, or a database server); study: its name;
+    trial_id: Optuna's id of the trial (``trial._trial_id``); pruner: a key
+    of :data:`PRUNERS`.  Calling it with a step event returns True when the
+    trial should stop.
+    """
+
+    storage: str
+    study: str
+    trial_id: int
+    pruner: str = "median"
+    _trial: Any = field(default=None, init=False, repr=False, compare=False)
+    _steps: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        make_pruner(self.pruner)  # fail before launch on a bad name
+
+    def __getstate__(self) -> dict:
+        return {"storage": self.storage, "study": self.study, "trial_id": self.trial_id, "pruner": self.pruner}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(**state)
+
+    def __call__(self, event: Mapping[str, Any]) -> bool:
+        if self._trial is None:
+            import optuna
+
+            from iobo.storage import open_storage
+
+            study = optuna.load_study(study_name=self.study, storage=open_storage(self.storage),
+                                      pruner=make_pruner(self.pruner))
+            self._trial = optuna.Trial(study, self.trial_id)
+        self._trial.report(float(event["mb_per_s"]), self._steps)
+        self._steps += 1
+        return self._trial.should_prune()

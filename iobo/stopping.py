@@ -1,0 +1,158 @@
+"""When to stop tuning: study-level stop rules in place of a fixed number of trials.
+
+A :class:`StopRule` looks at the :class:`Progress` of a study after each
+tuning trial and says whether to stop, like Optuna's ``BasePruner`` does for
+one trial.  The rules:
+
+- :class:`FixedBudget`: a fixed number of trials (H5Evolve's generations);
+- :class:`NoRecentGain`: TunIO's heuristic, no gain of ``min_gain`` (5%) in
+  the last ``patience`` (5) trials;
+- :class:`MarginalRoTI`: continue while the next trial is expected to earn
+  more per minute than tuning has earned so far.  With ``G(t)`` the MB/s
+  gained over the default after ``t`` minutes, ``RoTI(t) = G(t) / t`` rises
+  exactly while ``G'(t) > RoTI(t)``; the GP's expected improvement of the
+  next trial (MB/s) over its cost (minutes) estimates ``G'``, so stopping when
+  it falls to ``RoTI(t)`` is a myopic stop at the peak of RoTI.
+
+Units: bandwidth in MB/s, tuning time in minutes (as :func:`iobo.measure.roti`).
+"""
+
+from __future__ import annotations
+
+import abc
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from iobo._errors import ConfigError
+from iobo.measure import roti
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A study after its latest tuning trial.
+
+    minutes: tuning minutes elapsed after each trial (ascending);
+    best_mb_per_s: best bandwidth measured after each trial; default_mb_per_s:
+    the system default's median; expected_gain_mb_per_s: the surrogate's
+    expected improvement of the next trial over the incumbent (None when not
+    computed: rules that need it say so with ``needs_gain``).
+    """
+
+    minutes: Sequence[float]
+    best_mb_per_s: Sequence[float]
+    default_mb_per_s: float
+    expected_gain_mb_per_s: float | None = None
+
+    @property
+    def trials(self) -> int:
+        return len(self.minutes)
+
+    @property
+    def roti(self) -> float:
+        """RoTI now: MB/s gained over the default per minute of tuning."""
+        return roti(self.best_mb_per_s[-1], self.default_mb_per_s, self.minutes[-1]) if self.trials else 0.0
+
+    @property
+    def minutes_per_trial(self) -> float:
+        """Average cost of a trial so far (minutes): the expected cost of the next one."""
+        return self.minutes[-1] / self.trials if self.trials else 0.0
+
+
+class StopRule(abc.ABC):
+    """Decides after each tuning trial whether the study should stop."""
+
+    needs_gain: bool = False  # True: Progress.expected_gain_mb_per_s must be given
+
+    @abc.abstractmethod
+    def should_stop(self, progress: Progress) -> bool: ...
+
+
+def _positive_int(rule: str, name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{rule} {name} must be a positive integer; got {value!r}")
+    return value
+
+
+class FixedBudget(StopRule):
+    """Stop after ``trials`` tuning trials."""
+
+    def __init__(self, trials: int) -> None:
+        self.trials = _positive_int("FixedBudget", "trials", trials)
+
+    def should_stop(self, progress: Progress) -> bool:
+        return progress.trials >= self.trials
+
+
+class NoRecentGain(StopRule):
+    """Stop when the best has not grown by ``min_gain`` (a fraction) over the last ``patience`` trials."""
+
+    def __init__(self, patience: int = 5, min_gain: float = 0.05) -> None:
+        self.patience = _positive_int("NoRecentGain", "patience", patience)
+        if not min_gain >= 0:
+            raise ConfigError(f"NoRecentGain min_gain must be a fraction >= 0 (0.05 = 5%); got {min_gain!r}")
+        self.min_gain = min_gain
+
+    def should_stop(self, progress: Progress) -> bool:
+        if progress.trials <= self.patience:
+            return False
+        before = progress.best_mb_per_s[-1 - self.patience]
+        return progress.best_mb_per_s[-1] < before * (1 + self.min_gain)
+
+
+class MarginalRoTI(StopRule):
+    """Stop when expected gain of the next trial (MB/s) / its cost (minutes) <= RoTI so far.
+
+    min_trials: trials before the rule may stop (the surrogate needs a few
+    points; the tuner's default runs count).  While nothing beats the
+    default, RoTI is 0 and the rule continues as long as any gain is expected.
+    """
+
+    needs_gain = True
+
+    def __init__(self, min_trials: int = 8) -> None:
+        self.min_trials = _positive_int("MarginalRoTI", "min_trials", min_trials)
+
+    def should_stop(self, progress: Progress) -> bool:
+        if progress.trials < self.min_trials:
+            return False
+        if progress.expected_gain_mb_per_s is None:
+            raise ConfigError(
+                "MarginalRoTI needs Progress.expected_gain_mb_per_s (the surrogate's expected improvement "
+                "in MB/s); compute it with iobo.surrogate.Surrogate.expected_gain_mb_per_s"
+            )
+        rate = progress.expected_gain_mb_per_s / max(progress.minutes_per_trial, 1e-9)
+        return rate <= progress.roti
+
+
+def oracle_stop(progress: Progress) -> int:
+    """The trial count (1-based) at which stopping maximises RoTI, in hindsight."""
+    rotis = [roti(b, progress.default_mb_per_s, m) for m, b in zip(progress.minutes, progress.best_mb_per_s)]
+    return 1 + max(range(len(rotis)), key=rotis.__getitem__)
+
+
+# rules by their command-line name (`iobo tune --stop-rule`); a fixed budget is `--trials`
+RULES = {"marginal-roti": MarginalRoTI, "no-gain": NoRecentGain}
+
+
+def study_progress(study, with_gain: bool = False) -> Progress | None:
+    """The :class:`Progress` of a tuner's study (tuning trials by completion time), or None before
+    the first default run completed.  with_gain: fit the GP for the expected gain (a second or so)."""
+    from optuna.trial import TrialState
+
+    from iobo.importance import tuning_trials
+    from iobo.report import _roti_curve
+    from iobo.surrogate import Surrogate
+    from iobo.tuner import ROLE_DEFAULT
+
+    trials = study.get_trials(deepcopy=False)
+    defaults = [t.value for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get("role") == ROLE_DEFAULT]
+    if not defaults:
+        return None
+    default = statistics.median(defaults)
+    curve = _roti_curve(trials, default)
+    gain = None
+    if with_gain:
+        tuning = tuning_trials(study)
+        gain = Surrogate.from_trials(tuning).expected_gain_mb_per_s() if len(tuning) >= 2 else None
+    return Progress([m for m, _, _ in curve], [b for _, b, _ in curve], default, gain)

@@ -1,0 +1,142 @@
+"""The GP of :mod:`iobo._gp` fitted to measured configurations, read for decisions.
+
+The sampler fits the GP to choose the next configuration; the stop rule and
+the impact ranking need two other readings of the same model:
+
+- :meth:`Surrogate.expected_gain_mb_per_s`: the largest expected improvement,
+  in MB/s, that one more configuration could bring over the incumbent;
+- :meth:`Surrogate.main_effects`: the share of the surrogate's variance each
+  parameter explains alone (first-order, variance-based sensitivity).
+
+The GP models ``log(MB/s)``; with ``f ~ N(m, s^2)`` there, the improvement
+of ``exp(f)`` over an incumbent ``b`` (MB/s) has the lognormal closed form
+``E[max(e^f - b, 0)] = e^(m + s^2/2) Phi((m + s^2 - ln b) / s) - b Phi((m - ln b) / s)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from iobo._errors import ConfigError
+from iobo._gp.encoding import Encoding, infer_conditions
+
+MAX_CANDIDATES = 20_000  # larger spaces are scored on a seeded random sample of this many configurations
+
+
+@dataclass(frozen=True)
+class Surrogate:
+    """A fitted GP over ``encoding`` with the rows it was fitted to.
+
+    fit: the :class:`iobo._gp.propose.Fit`; measured: index rows measured so far (``n x p``).
+    """
+
+    encoding: Encoding
+    fit: Any
+    measured: np.ndarray
+
+    @classmethod
+    def from_runs(
+        cls,
+        choices: Mapping[str, Sequence[Any]],
+        configs: Sequence[Mapping[str, Any]],
+        mb_per_s: Sequence[float],
+        conditions: Mapping[str, tuple[str, Any]] | None = None,
+        warm: np.ndarray | None = None,
+    ) -> "Surrogate":
+        """Fit to measured ``configs`` and their bandwidths (MB/s, positive).
+
+        choices: parameter -> allowed values; conditions: parameter -> (parent,
+        activating value), inferred from the configs when omitted; warm: the
+        hyperparameters of an earlier fit (``surrogate.fit.posterior.theta``).
+        """
+        from iobo._gp.propose import fit
+
+        pairs = [(c, v) for c, v in zip(configs, mb_per_s) if v is not None and math.isfinite(v) and v > 0]
+        if len(pairs) < 2:
+            raise ConfigError(
+                f"a surrogate needs at least 2 runs with a positive bandwidth; got {len(pairs)}: "
+                "measure more configurations first"
+            )
+        names = list(choices)
+        if conditions is None:
+            conditions = infer_conditions(names, [c for c, _ in pairs])
+        encoding = Encoding({n: tuple(choices[n]) for n in names}, conditions)
+        rows = np.array([encoding.to_row({n: v for n, v in c.items() if n in choices}) for c, _ in pairs])
+        log_values = np.log([v for _, v in pairs])
+        return cls(encoding, fit(encoding, rows, log_values, warm), rows)
+
+    @classmethod
+    def from_trials(cls, trials, warm: np.ndarray | None = None) -> "Surrogate":
+        """Fit to Optuna ``FrozenTrial`` s (COMPLETE ones with a positive value; categorical params)."""
+        from optuna.distributions import CategoricalDistribution
+
+        usable = [t for t in trials if t.state.name == "COMPLETE" and t.value is not None and t.value > 0]
+        choices: dict[str, tuple] = {}
+        for t in usable:
+            for name, dist in t.distributions.items():
+                if isinstance(dist, CategoricalDistribution):
+                    choices.setdefault(name, tuple(dist.choices))
+        choices = {n: choices[n] for n in sorted(choices)}
+        return cls.from_runs(choices, [t.params for t in usable], [t.value for t in usable], warm=warm)
+
+    # -- readings ----------------------------------------------------------------
+    def candidates(self, seed: int = 0) -> np.ndarray:
+        """Every configuration as index rows, or a seeded sample of ``MAX_CANDIDATES`` of a large space."""
+        if self.encoding.size() <= MAX_CANDIDATES:
+            return self.encoding.enumerate()
+        return np.unique(self.encoding.random(MAX_CANDIDATES, np.random.default_rng(seed)), axis=0)
+
+    def log_posterior(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and variance of ``log(MB/s)`` of the true value at ``rows``."""
+        mean, variance = self.fit.posterior.predict(self.encoding.slots(rows))
+        return self.fit.shift + self.fit.scale * mean, self.fit.scale**2 * variance
+
+    @property
+    def incumbent_mb_per_s(self) -> float:
+        """The measured configuration with the best posterior mean: its geometric-mean bandwidth (MB/s)."""
+        return float(math.exp(self.fit.mean[self.fit.best]))
+
+    def expected_gain_mb_per_s(self, seed: int = 0) -> float:
+        """Largest expected improvement (MB/s) over the incumbent of one unmeasured configuration."""
+        from scipy.stats import norm
+
+        rows = self.candidates(seed)
+        measured = {tuple(r) for r in self.measured.tolist()}
+        rows = np.array([r for r in rows.tolist() if tuple(r) not in measured])
+        if rows.size == 0:
+            return 0.0
+        m, v = self.log_posterior(rows)
+        s = np.sqrt(np.maximum(v, 1e-18))
+        log_b = math.log(self.incumbent_mb_per_s)
+        gain = np.exp(m + v / 2) * norm.cdf((m + v - log_b) / s) - math.exp(log_b) * norm.cdf((m - log_b) / s)
+        return float(max(gain.max(), 0.0))
+
+    def main_effects(self, seed: int = 0) -> dict[str, float]:
+        """First-order sensitivity of the posterior mean of ``log(MB/s)`` to each parameter.
+
+        For parameter ``j``: the variance over its values of the mean
+        prediction at that value (the others averaged over the candidates),
+        divided by the total variance of the predictions.  Not normalised to
+        sum to 1: the remainder is what interactions explain.
+        """
+        rows = self.candidates(seed)
+        mean, _ = self.log_posterior(rows)
+        total = float(np.var(mean))
+        effects = {}
+        for j, name in enumerate(self.encoding.names):
+            groups = [mean[rows[:, j] == k] for k in np.unique(rows[:, j])]
+            weights = np.array([len(g) for g in groups], dtype=float) / len(mean)
+            means = np.array([g.mean() for g in groups])
+            between = float(np.sum(weights * (means - np.sum(weights * means)) ** 2))
+            effects[name] = between / total if total > 0 else 0.0
+        return effects
+
+    def inverse_lengthscales(self) -> dict[str, float]:
+        """1 / fitted lengthscale of each parameter (larger: the bandwidth changes faster along it)."""
+        lengthscales = self.fit.posterior.kernel.value("lengthscale").detach().numpy()
+        return {name: float(1.0 / ls) for name, ls in zip(self.encoding.names, lengthscales)}

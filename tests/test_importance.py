@@ -1,0 +1,74 @@
+"""Impact ranking recovers the parameters that matter in a synthetic study where they are known."""
+
+import math
+
+import numpy as np
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import create_trial
+
+from iobo.cli import main
+from iobo.importance import METHODS, consensus, rank_parameters, save_ranking, stored_rankings
+
+CHOICES = {
+    "stripes": (1, 2, 4, 8, 16),          # strong: x8 across its range
+    "cb_buffer_size": (1, 4, 16, 64),     # medium: x2
+    "sieve": (1, 2, 4, 8),                # no effect
+    "meta_block": ("a", "b", "c"),        # no effect
+    "mdc": (1, 2, 4, 8),                  # no effect
+}
+
+
+def bandwidth(config: dict, rng: np.random.Generator) -> float:
+    """Log-additive truth: only ``stripes`` and ``cb_buffer_size`` matter; 5% noise."""
+    log_bw = math.log(100.0) + 0.52 * math.log2(config["stripes"]) + 0.17 * math.log2(config["cb_buffer_size"])
+    return math.exp(log_bw + 0.05 * rng.standard_normal())
+
+
+def synthetic_study(storage=None, name="synthetic", trials=40, seed=0):
+    rng = np.random.default_rng(seed)
+    study = optuna.create_study(storage=storage, study_name=name, direction="maximize")
+    study.set_user_attr("kernel", "vpic")
+    distributions = {n: CategoricalDistribution(c) for n, c in CHOICES.items()}
+    for _ in range(trials):
+        config = {n: c[rng.integers(len(c))] for n, c in CHOICES.items()}
+        study.add_trial(create_trial(params=config, distributions=distributions, value=bandwidth(config, rng),
+                                     user_attrs={"role": "search"}))
+    return study
+
+
+def test_every_view_ranks_the_influential_parameters_first():
+    ranking = rank_parameters(synthetic_study())
+    assert set(ranking) == set(METHODS)
+    for method, importances in ranking.items():
+        assert sum(importances.values()) == pytest.approx(1.0), method
+        assert list(importances)[0] == "stripes", (method, importances)
+    assert consensus(ranking)[:2] == ["stripes", "cb_buffer_size"]
+    # the GP's variance-based view puts almost all the variance on the two that matter
+    gp = ranking["gp-sensitivity"]
+    assert gp["stripes"] + gp["cb_buffer_size"] > 0.9
+
+
+def test_few_trials_give_only_the_gp_views_then_none():
+    assert set(rank_parameters(synthetic_study(trials=8))) == {"gp-sensitivity", "gp-lengthscale"}
+    assert rank_parameters(synthetic_study(trials=3)) == {}
+
+
+def test_ranking_is_deterministic_with_a_seed():
+    assert rank_parameters(synthetic_study(), seed=1) == rank_parameters(synthetic_study(), seed=1)
+
+
+def test_saved_ranking_is_found_by_later_studies_and_printed_by_the_cli(storage, capsys):
+    first = synthetic_study(storage, "first")
+    save_ranking(first, rank_parameters(first))
+    synthetic_study(storage, "second", trials=2)
+    found = stored_rankings(storage, "vpic", exclude="second")
+    assert len(found) == 1 and consensus(found[0])[0] == "stripes"
+    assert stored_rankings(storage, "ior") == []
+
+    assert main(["importance", "--storage", storage, "--study", "first"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].split() == ["parameter", *METHODS]
+    assert lines[1].split()[0] == "stripes"

@@ -1,0 +1,92 @@
+"""Stop rules: stop on a flat curve, continue on a rising one; the oracle is the RoTI peak."""
+
+import math
+
+import numpy as np
+import pytest
+
+from iobo._errors import ConfigError
+from iobo.stopping import FixedBudget, MarginalRoTI, NoRecentGain, Progress, StopRule, oracle_stop
+from iobo.surrogate import Surrogate
+
+MINUTE = 1.0  # every trial costs one minute
+
+
+def progress(best, gain=None, default=100.0):
+    return Progress([MINUTE * (i + 1) for i in range(len(best))], best, default, gain)
+
+
+FLAT = [100.0, 100.0, 100.0, 150.0] + [150.0] * 8  # found 150 MB/s at trial 4, nothing since
+RISING = [100.0 + 20.0 * i for i in range(12)]      # 20 MB/s more every trial
+
+
+def test_no_recent_gain_stops_on_flat_and_continues_on_rising():
+    rule = NoRecentGain(patience=5, min_gain=0.05)
+    assert rule.should_stop(progress(FLAT))
+    assert not rule.should_stop(progress(RISING))
+    assert not rule.should_stop(progress(FLAT[:5]))  # not enough history yet
+
+
+def test_fixed_budget():
+    assert not FixedBudget(12).should_stop(progress(FLAT[:11]))
+    assert FixedBudget(12).should_stop(progress(FLAT))
+
+
+def test_marginal_roti_compares_expected_gain_per_minute_with_roti():
+    rule = MarginalRoTI(min_trials=8)
+    # flat: RoTI = 50 MB/s / 12 min = 4.2; the GP expects 1 MB/s from the next 1-minute trial
+    assert rule.should_stop(progress(FLAT, gain=1.0))
+    # rising: RoTI = 220 / 12 = 18.3; the GP expects 20 MB/s per minute: still worth it
+    assert not rule.should_stop(progress(RISING, gain=20.0))
+    assert not rule.should_stop(progress(FLAT[:7], gain=0.0))  # before min_trials
+    with pytest.raises(ConfigError, match="expected_gain_mb_per_s"):
+        rule.should_stop(progress(FLAT))
+
+
+def test_oracle_stops_at_the_roti_peak():
+    # gains of 50 at trial 4 then 10 at trial 10: RoTI 12.5 at 4 beats 6.0 at 10
+    best = [100.0] * 3 + [150.0] * 6 + [160.0] * 3
+    assert oracle_stop(progress(best)) == 4
+
+
+def test_rules_reject_bad_settings():
+    for make in (lambda: FixedBudget(0), lambda: NoRecentGain(patience=0), lambda: NoRecentGain(min_gain=-1),
+                 lambda: MarginalRoTI(min_trials=0)):
+        with pytest.raises(ConfigError):
+            make()
+
+
+def test_surrogate_expects_gain_where_unexplored_and_little_once_everything_is_known():
+    choices = {"x": tuple(range(8)), "y": ("a", "b")}
+    truth = lambda c: 100.0 * 2 ** (c["x"] / 2) * (1.5 if c["y"] == "b" else 1.0)  # noqa: E731
+    rng = np.random.default_rng(0)
+    low = [{"x": x, "y": "a"} for x in range(4)]  # only the slow half seen
+    every = [{"x": x, "y": y} for x in range(8) for y in "ab"]
+    seen = Surrogate.from_runs(choices, low, [truth(c) * math.exp(0.02 * rng.standard_normal()) for c in low])
+    known = Surrogate.from_runs(choices, every, [truth(c) * math.exp(0.02 * rng.standard_normal()) for c in every])
+    assert seen.expected_gain_mb_per_s() > 20.0  # the fast half is unexplored
+    assert known.expected_gain_mb_per_s() == 0.0  # nothing left unmeasured
+    assert seen.expected_gain_mb_per_s(seed=3) == seen.expected_gain_mb_per_s(seed=3)
+
+
+class AfterTrials(StopRule):
+    def __init__(self, n):
+        self.n = n
+
+    def should_stop(self, progress):
+        return progress.trials >= self.n
+
+
+def test_tuner_ends_the_study_when_its_stop_rule_says_so(storage, scratch):
+    import optuna
+
+    from iobo.tuner import Tuner
+    from support.sizes import SMALL_VPIC
+
+    lines = []
+    tuner = Tuner(kernel="vpic", ranks=2, trials=10, storage=storage, study="s", workdir=str(scratch),
+                  kernel_options=SMALL_VPIC, sampler=optuna.samplers.RandomSampler(seed=0), echo=lines.append,
+                  stop_rule=AfterTrials(5))
+    study = tuner.run()
+    assert len(study.get_trials()) == 5
+    assert any("stop rule AfterTrials: stopping after 5 tuning trial(s)" in line for line in lines)
