@@ -19,6 +19,7 @@ DEMO_DIR     ?= demo-run
 DEMO_WORKDIR ?= /dev/shm/iobo-demo
 DEMO_TRIALS  ?= 30
 DEMO_RANKS   ?= 2
+ADAPTER      := adapters/libiobo_preload.so
 
 .PHONY: setup demo test dashboard clean
 
@@ -56,7 +57,11 @@ demo: setup
 	DEMO_DIR=$(DEMO_DIR) DEMO_WORKDIR=$(DEMO_WORKDIR) DEMO_TRIALS=$(DEMO_TRIALS) DEMO_RANKS=$(DEMO_RANKS) \
 	  $(PY) -m iobo.demo
 
-test: setup
+# LD_PRELOAD shim applying IOBO_* settings to an unmodified program (adapters/README.md)
+$(ADAPTER): adapters/iobo_preload.c
+	$(MPICC) -shared -fPIC -O2 -Wall -Wextra $$(pkg-config --cflags $(HDF5_PC)) -o $@ $< -ldl $$(pkg-config --libs $(HDF5_PC))
+
+test: setup $(ADAPTER)
 	$(PY) -m pytest -q tests
 
 dashboard: setup
