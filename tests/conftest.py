@@ -21,3 +21,18 @@ def scratch():
 def storage(tmp_path):
     """A real Optuna SQLite storage file."""
     return f"sqlite:///{tmp_path / 'study.db'}"
+
+
+@pytest.fixture
+def hanging_kernel(monkeypatch):
+    """A registered kernel whose MPI job deadlocks (tests/support/hanging_vpic.py)."""
+    from iobo import kernels
+    from iobo.kernels import KernelSpec, vpic
+
+    support = Path(__file__).parent / "support"
+    monkeypatch.setenv("PYTHONPATH", f"{support}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    spec = kernels.register(KernelSpec(name="hanging", module="hanging_vpic", space=vpic.space,
+                                       workload=vpic.workload, options=dict(vpic.SPEC.options),
+                                       check_options=vpic.check_options))
+    yield spec
+    kernels._REGISTRY.pop("hanging", None)

@@ -1,5 +1,7 @@
 """Launching one kernel run as an MPI job: results, streaming, failures."""
 
+import time
+
 import pytest
 
 from iobo import ConfigError, KernelError, SpaceError
@@ -30,10 +32,12 @@ def test_keep_leaves_the_trial_directory_and_files(scratch):
     assert list((trial_dir / "out").glob("*.h5"))
 
 
-def test_timeout_kills_the_job_and_says_so(scratch):
+def test_timeout_kills_the_job_and_says_so(scratch, hanging_kernel):
+    started = time.monotonic()
     with pytest.raises(KernelError) as err:
-        run_kernel(job(scratch, timeout_s=0.3))
-    assert "timed out after 0.3 s and was killed" in str(err.value)
+        run_kernel(job(scratch, kernel=hanging_kernel, timeout_s=3))
+    assert "timed out after 3 s and was killed" in str(err.value)
+    assert time.monotonic() - started < 30  # killed, not waited for
     assert err.value.command[0] == "mpiexec.mpich"
 
 
