@@ -30,7 +30,7 @@ def main() -> None:
 
     print(f"iobo demo: tuning VPIC-IO (shared HDF5 file, {ranks} MPI ranks) on {workdir}")
     device = Spread(tuple(raw_write_mb_per_s(str(workdir)) for _ in range(3)))
-    print(f"raw sequential write of this storage (dd, 256 MiB, fdatasync): {device.describe()}\n")
+    print(f"raw sequential write of this storage (dd, one writer, 256 MiB, fdatasync): {device.describe()}\n")
 
     tuner = Tuner(
         kernel="vpic", ranks=ranks, trials=trials, storage=storage, study=study, workdir=str(workdir),
@@ -44,7 +44,8 @@ def main() -> None:
     print("\n" + report.text())
     if report.confirm_best:
         share = 100 * report.confirm_best.median / device.median
-        print(f"raw device write (dd):   {device.describe()}; the tuned kernel reaches {share:.0f}% of it")
+        print(f"raw write, one dd:       {device.describe()}; the tuned kernel ({ranks} writers) "
+              f"reaches {share:.0f}% of it")
     written = write_report(tuner.open_study(), str(demo_dir / "report"))
     print(f"\nreport with figures: {demo_dir / 'report' / 'report.html'} ({len(written)} files)")
     print(f"study {study!r} is stored in {storage}")
