@@ -25,6 +25,20 @@ def test_run_kernel_returns_the_result_and_streams_steps(scratch):
     assert list(scratch.iterdir()) == []  # the trial directory is removed
 
 
+def test_step_lines_arrive_while_the_job_runs(scratch):
+    """Each step's line is printed when the step ends (so a pruner can stop a
+    one-repeat trial mid-write): arrivals spread over the steps' I/O time."""
+    arrivals, seconds = [], []
+
+    def record(event):
+        arrivals.append(time.monotonic())
+        seconds.append(event["seconds"])
+
+    run_kernel(job(scratch, options={"particles": 1 << 20, "steps": 12, "fsync": True}), on_step=record)
+    assert len(arrivals) == 12
+    assert arrivals[-1] - arrivals[0] >= 0.5 * sum(seconds[1:])
+
+
 def test_keep_leaves_the_trial_directory_and_files(scratch):
     run_kernel(job(scratch, keep=True))
     (trial_dir,) = scratch.iterdir()

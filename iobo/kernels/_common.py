@@ -742,11 +742,16 @@ def max_over_ranks(comm, values: Sequence[float]) -> list[float]:
 
 
 def timed_phase(comm, steps: int, open_file: Callable[[], Any], do_step: Callable[[Any, int], None],
-                probe: Callable[[Any], Any], close: Callable[[Any], None]) -> tuple[RepeatTiming, Any]:
+                probe: Callable[[Any], Any], close: Callable[[Any], None],
+                on_step: Callable[[int, float], None] | None = None) -> tuple[RepeatTiming, Any]:
     """Time one repeat of open (or create) + ``steps`` x do_step (writes or reads) + close, as the I/O literature does.
 
     ``comm.Barrier()``, then each rank times its own open, steps and close;
     the maxima over ranks are taken afterwards, outside the timed section.
+    ``on_step(step, seconds)``, when given, is called on every rank right
+    after each step with that step's time, max over ranks (an allreduce
+    outside the timed segments, which also lines the ranks up between steps),
+    so a step line can be printed while the job runs and a pruner can stop it.
     ``probe(file)`` runs on every rank between the last step and the close,
     untimed, to read what took effect; its result is returned.
     """
@@ -759,6 +764,8 @@ def timed_phase(comm, steps: int, open_file: Callable[[], Any], do_step: Callabl
         start = perf_counter()
         do_step(file, step)
         step_seconds.append(perf_counter() - start)
+        if on_step is not None:
+            on_step(step, max_over_ranks(comm, [step_seconds[-1]])[0])
     probed = probe(file)
     start = perf_counter()
     close(file)
@@ -885,8 +892,8 @@ def repeat_phase(comm, repeats: int, steps: int, phase, step_bytes: int, label: 
     timings, probed = [], None
     for repeat in range(repeats):
         remove_files(remove)
-        timing, probed = timed_phase(comm, steps, phase.open, phase.do_step, phase.probe, phase.close)
-        emit_steps(comm, repeat, step_bytes, timing, label, first_step)
+        timing, probed = timed_phase(comm, steps, phase.open, phase.do_step, phase.probe, phase.close,
+                                     step_emitter(comm, repeat, step_bytes, label, first_step))
         timings.append(timing)
     return timings, probed
 
@@ -1023,18 +1030,22 @@ def emit(comm, record: Mapping[str, Any]) -> None:
         print(json.dumps(record), flush=True)
 
 
-def emit_steps(comm, repeat: int, step_bytes: int, timing: RepeatTiming, phase: str | None = None,
-               first_step: int = 0) -> None:
-    """One ``{"event": "step", ...}`` line per step of a repeat; ``step_bytes`` over all ranks.
+def step_emitter(comm, repeat: int, step_bytes: int, phase: str | None = None,
+                 first_step: int = 0) -> Callable[[int, float], None]:
+    """An ``on_step`` for :func:`timed_phase` printing ``{"event": "step", ...}`` as each step ends.
 
-    phase (``write`` or ``read``), when given, is added to each line; steps
-    are numbered from ``first_step``, so that a read phase after a write
-    phase of T steps continues at T within the repeat.
+    step_bytes: bytes of one step over all ranks; phase (``write`` or
+    ``read``), when given, is added to each line; steps are numbered from
+    ``first_step``, so that a read phase after a write phase of T steps
+    continues at T within the repeat.
     """
-    for index, seconds in enumerate(timing.step_seconds):
+
+    def emit_step(index: int, seconds: float) -> None:
         line = {"event": "step", "step": first_step + index, "repeat": repeat, "bytes": step_bytes,
                 "seconds": seconds, "mb_per_s": mb_per_s(step_bytes, seconds)}
         emit(comm, line if phase is None else {**line, "phase": phase})
+
+    return emit_step
 
 
 def result_record(kernel: str, ranks: int, nbytes: int, timings: Sequence[RepeatTiming],

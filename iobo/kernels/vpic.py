@@ -234,9 +234,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     for repeat in range(options["repeats"]):
         _common.remove_files(my_files)  # every repeat creates a new file (striping is set at creation)
         timing, (effective, effective_hints) = _common.timed_write(
-            comm, steps, writer.create, writer.write_step, writer.probe, writer.close
+            comm, steps, writer.create, writer.write_step, writer.probe, writer.close,
+            _common.step_emitter(comm, repeat, step_bytes),
         )
-        _common.emit_steps(comm, repeat, step_bytes, timing)
         timings.append(timing)
 
     not_applied |= _common.unconfirmed_settings(config, apply, effective, hints, effective_hints)
