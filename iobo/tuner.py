@@ -200,6 +200,7 @@ class Tuner:
         from iobo.integrations.parsl import ParslRunner
 
         running: dict[Future, Any] = {}
+        self._asked: int | None = None  # number of the trial being started, for the interrupt handler
         self._notify("loop_started", study, asks)
         with _sigterm_as_interrupt(), ParslRunner(
             self.parsl_config, self.max_in_flight, str(Path(self.workdir) / "runinfo")
@@ -221,11 +222,18 @@ class Tuner:
             except KeyboardInterrupt:
                 # Parsl futures cannot be cancelled; the executor's shutdown stops the
                 # workers, and each MPI job dies with its worker (launch._die_with_parent).
-                for trial in running.values():
-                    trial.set_user_attr("fail_reason", "interrupted: the tuner was stopped while this trial ran")
-                    study.tell(trial, state=_state("FAIL"))
+                # The interrupt may land anywhere, also between ask() and submit or
+                # between a result and its tell: fail every RUNNING trial this process asked.
+                import optuna
+
+                mine = [t for t in study.get_trials(deepcopy=False, states=(_state("RUNNING"),))
+                        if t.user_attrs.get("owner") == _owner() or t.number == self._asked]
+                for trial in mine:
+                    optuna.Trial(study, trial._trial_id).set_user_attr(
+                        "fail_reason", "interrupted: the tuner was stopped while this trial ran")
+                    study.tell(trial.number, state=_state("FAIL"))
                     self._notify("trial_finished", study, study.get_trials(deepcopy=False)[trial.number], 0)
-                self._say(f"interrupted: {len(running)} running trial(s) marked FAIL; finished trials kept")
+                self._say(f"interrupted: {len(mine)} running trial(s) marked FAIL; finished trials kept")
                 raise
             finally:
                 self._notify("loop_finished", study)
@@ -252,6 +260,7 @@ class Tuner:
         from iobo.pruning import StepReporter
 
         trial = study.ask()
+        self._asked = trial.number  # known to the interrupt handler before the owner attr is written
         values = suggest_config(trial, self.space, self.workload)
         prunable = self.pruner and trial.user_attrs["role"] == ROLE_SEARCH  # the baseline always completes
         reporter = StepReporter(self.storage, self.study, trial._trial_id, self.pruner) if prunable else None
