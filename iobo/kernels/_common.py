@@ -1056,19 +1056,7 @@ def result_record(kernel: str, ranks: int, nbytes: int, timings: Sequence[Repeat
     open_seconds and close_seconds are medians over ``timings`` (one per
     repeat); ``fields`` (effective, hints, not_applied, files, ...) follow.
     """
-    rates = [mb_per_s(nbytes, t.seconds) for t in timings]
-    return {
-        "event": "result",
-        "kernel": kernel,
-        "ranks": ranks,
-        "bytes": nbytes,
-        "seconds": statistics.median(t.seconds for t in timings),
-        "mb_per_s": statistics.median(rates),
-        "repeats_mb_per_s": rates,
-        "open_seconds": statistics.median(t.open_seconds for t in timings),
-        "close_seconds": statistics.median(t.close_seconds for t in timings),
-        **fields,
-    }
+    return {"event": "result", "kernel": kernel, "ranks": ranks, **phase_summary(nbytes, timings), **fields}
 
 
 def phase_summary(nbytes: int, timings: Sequence[RepeatTiming]) -> dict[str, Any]:
