@@ -192,7 +192,7 @@ def fit(x: np.ndarray, y: np.ndarray, tables: np.ndarray, warm: np.ndarray | Non
     tables: the encoding's squared distances between slots (``p x M x M``);
     warm: raw hyperparameters of an earlier fit of the same encoding (from
     :attr:`Posterior.theta`), the starting point when given; maxiter: L-BFGS-B
-    iterations at most.
+    iterations at most (0: keep ``warm`` as it is, only condition on the data).
     """
     tx = torch.as_tensor(x, dtype=torch.float64)
     ty = torch.as_tensor(y, dtype=torch.float64)
@@ -213,9 +213,10 @@ def fit(x: np.ndarray, y: np.ndarray, tables: np.ndarray, warm: np.ndarray | Non
         grad = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
         return float(loss.detach()), grad.numpy().copy()
 
-    theta0 = _flat(model)
-    result = scipy.optimize.minimize(loss_and_grad, theta0, jac=True, method="L-BFGS-B", options={"maxiter": maxiter})
-    theta = result.x if np.isfinite(result.fun) else theta0
+    theta = theta0 = _flat(model)
+    if maxiter > 0:
+        result = scipy.optimize.minimize(loss_and_grad, theta0, jac=True, method="L-BFGS-B", options={"maxiter": maxiter})
+        theta = result.x if np.isfinite(result.fun) else theta0
     _assign(model, theta)
     with torch.no_grad():
         noise = float(model.likelihood.noise)

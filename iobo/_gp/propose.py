@@ -50,13 +50,22 @@ class Fit:
         return int(np.argmax(self.mean))
 
 
-def fit(encoding: Encoding, rows: np.ndarray, log_values: np.ndarray, warm: np.ndarray | None = None) -> Fit:
-    """Fit the GP to measured rows (``n x p``) and their ``log`` objective values (``n``)."""
+def fit(
+    encoding: Encoding, rows: np.ndarray, log_values: np.ndarray, warm: np.ndarray | None = None, optimise: bool = True
+) -> Fit:
+    """Fit the GP to measured rows (``n x p``) and their ``log`` objective values (``n``).
+
+    warm: hyperparameters of an earlier fit to start from; optimise: False
+    keeps ``warm`` unchanged (the GP is only conditioned on the new data).
+    """
     shift = float(np.mean(log_values))
     scale = float(np.std(log_values)) or 1.0
+    if warm is None:
+        maxiter = 200
+    else:
+        maxiter = WARM_ITERATIONS if optimise else 0
     posterior = model.fit(
-        encoding.slots(rows), (log_values - shift) / scale, encoding.distance_tables(), warm,
-        maxiter=200 if warm is None else WARM_ITERATIONS,
+        encoding.slots(rows), (log_values - shift) / scale, encoding.distance_tables(), warm, maxiter=maxiter
     )
     distinct, counts = np.unique(rows, axis=0, return_counts=True)
     mean, _ = posterior.predict(encoding.slots(distinct))

@@ -36,6 +36,8 @@ from iobo._errors import ConfigError
 from iobo._gp.design import latin_index
 from iobo._gp.encoding import Encoding, infer_conditions, same_choice
 
+REFIT_GROWTH = 1.1  # re-optimise the GP hyperparameters when the data grew by 10%
+
 if TYPE_CHECKING:
     from optuna.study import Study
 
@@ -85,7 +87,7 @@ class GPSampler(BaseSampler):
                 "wrap a single configuration in a list"
             )
         self._initial = [dict(p) for p in initial_params]
-        self._warm: dict[tuple, np.ndarray] = {}
+        self._warm: dict[tuple, tuple[np.ndarray, int]] = {}  # encoding -> (hyperparameters, runs they were fitted on)
 
     # -- Optuna's sampler interface --------------------------------------------------
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
@@ -217,12 +219,18 @@ class GPSampler(BaseSampler):
         }
 
     def _fit(self, encoding: Encoding, data: dict, remember: bool) -> Fit:
+        """The GP on ``data``; hyperparameters re-optimised once the data grew by
+        ``REFIT_GROWTH`` since they last were (every trial early on, every 10th at
+        100 trials), otherwise kept and the GP only conditioned on the new runs."""
         from iobo._gp.propose import fit
 
         key = tuple((p.name, len(p.choices)) for p in encoding.params)
-        fitted = fit(encoding, data["rows"], data["y"], self._warm.get(key))
-        if remember:
-            self._warm = {key: fitted.posterior.theta}
+        theta, fitted_at = self._warm.get(key, (None, 0))
+        n = len(data["y"])
+        optimise = n >= REFIT_GROWTH * fitted_at
+        fitted = fit(encoding, data["rows"], data["y"], theta, optimise=optimise)
+        if remember and (optimise or theta is None):
+            self._warm = {key: (fitted.posterior.theta, n)}
         return fitted
 
     @staticmethod
