@@ -13,6 +13,7 @@ IOR: 2 ranks x 4 segments x 4 MiB written, then read).
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -25,7 +26,7 @@ import problems  # noqa: E402
 MiB = 2**20
 LAUNCH_S = 2.0
 TABLES = {
-    # table -> (system default: HDF5 / ROMIO defaults, shared file; bytes moved per run)
+    # grid (the sidecar's "grid_of", or the table's name) -> (system default: HDF5 / ROMIO defaults, shared file; bytes moved per run)
     "vpic-tmpfs": ({"files": "shared", "layout": "contiguous", "transfer_mode": "independent",
                     "alignment_interval": 1, "cb_buffer_size": 16 * MiB, "romio_cb_write": "automatic"},
                    2 * 1_048_576 * 8 * 4 * 2),
@@ -36,8 +37,10 @@ TABLES = {
 
 
 def table_problem(name: str) -> tuple[problems.Problem, int]:
-    """(problem with the system default, bytes moved per evaluation) of a recorded table."""
-    default, nbytes = TABLES[name]
+    """(problem with the system default, bytes moved per evaluation) of a recorded table
+    (``vpic-tmpfs``, or a re-recording of its grid such as ``vpic-tmpfs-3pass``)."""
+    meta = json.loads((HERE / "tables" / f"{name}.json").read_text())
+    default, nbytes = TABLES[meta.get("grid_of", name)]
     return problems.load_table(HERE / "tables" / f"{name}.csv", default=default), nbytes
 
 

@@ -3,7 +3,11 @@
 Each configuration is launched once as a real MPI job with the kernel's
 ``--repeats R`` option (R timed open+write+close cycles in one process, which
 amortises the ~2 s start-up), in a random order so slow drifts of a shared
-machine do not line up with any parameter. One CSV row per repeat: the
+machine do not line up with any parameter. With ``--passes P`` the whole
+grid is swept P times, each pass in a new random order: a configuration's
+repeats then come from P jobs at different times, so a burst of load during
+one job cannot make that configuration look better or worse than it is (the
+single-pass tables carry such job-level bias). One CSV row per repeat: the
 parameters, ``repeat``, ``mb_per_s``; a JSON sidecar records the machine,
 the kernel, its options, the grid and the run's wall time. Samplers are then
 benchmarked on the table (``experiments/sampler/``): each evaluation draws a
@@ -11,6 +15,7 @@ recorded repeat at random, and a configuration's true value is its median.
 
     .venv/bin/python experiments/sweep.py --table vpic-tmpfs   # the recorded tables
     .venv/bin/python experiments/sweep.py --table ior-tmpfs
+    .venv/bin/python experiments/sweep.py --table vpic-tmpfs --passes 3 --repeats 2 --out vpic-tmpfs-3pass
     .venv/bin/python experiments/sweep.py --table vpic-tmpfs --limit 5  # a quick look
 """
 
@@ -98,7 +103,9 @@ def columns(grid: dict) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--table", choices=sorted(TABLES), required=True)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per job (per configuration and pass)")
+    parser.add_argument("--passes", type=int, default=1, help="sweeps of the whole grid, each in a new random order")
+    parser.add_argument("--out", help="table name to write (default: --table)")
     parser.add_argument("--limit", type=int, help="only the first N configurations (of the shuffled order)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -108,9 +115,14 @@ def main() -> None:
     configs = configurations(table["grid"])
     random.Random(args.seed).shuffle(configs)
     configs = configs[: args.limit] if args.limit else configs
+    order = []  # (pass, configuration), each pass in its own random order
+    for sweep in range(args.passes):
+        shuffled = list(configs)
+        random.Random(args.seed + sweep).shuffle(shuffled)
+        order += [(sweep, values) for values in shuffled]
     workdir = Path(table["workdir"])
     workdir.mkdir(parents=True, exist_ok=True)
-    csv_path = HERE / "tables" / f"{args.table}.csv"
+    csv_path = HERE / "tables" / f"{args.out or args.table}.csv"
     csv_path.parent.mkdir(exist_ok=True)
     names = columns(table["grid"])
     started = time.time()
@@ -118,23 +130,24 @@ def main() -> None:
     with csv_path.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow([*names, "repeat", "mb_per_s"])
-        for i, values in enumerate(configs):
+        for i, (sweep, values) in enumerate(order):
             job = KernelJob(kernel=spec, values=values, ranks=table["ranks"], workdir=str(workdir),
                             options={**table["options"], "repeats": args.repeats}, timeout_s=600)
             try:
                 result = run_kernel(job)["result"]
             except Exception as exc:  # recorded as missing; the sweep goes on
                 failures += 1
-                print(f"[{i + 1}/{len(configs)}] FAILED {values}: {exc}", file=sys.stderr)
+                print(f"[{i + 1}/{len(order)}] FAILED {values}: {exc}", file=sys.stderr)
                 continue
-            for repeat, mb_per_s in enumerate(result["repeats_mb_per_s"]):
+            for repeat, mb_per_s in enumerate(result["repeats_mb_per_s"], start=sweep * args.repeats):
                 writer.writerow([values.get(n, "") for n in names] + [repeat, f"{mb_per_s:.1f}"])
             handle.flush()
             median = sorted(result["repeats_mb_per_s"])[len(result["repeats_mb_per_s"]) // 2]
-            print(f"[{i + 1}/{len(configs)}] {median:8.0f} MB/s  {values}", flush=True)
+            print(f"[{i + 1}/{len(order)}] {median:8.0f} MB/s  {values}", flush=True)
     meta = {
-        "table": args.table, "kernel": table["kernel"], "ranks": table["ranks"], "options": table["options"],
-        "workdir": table["workdir"], "repeats": args.repeats, "configurations": len(configs),
+        "table": args.out or args.table, "grid_of": args.table, "kernel": table["kernel"], "ranks": table["ranks"],
+        "options": table["options"], "workdir": table["workdir"], "passes": args.passes,
+        "repeats": args.repeats * args.passes, "repeats_per_job": args.repeats, "configurations": len(configs),
         "failed": failures, "default": default_of(spec.space(), names), "grid": {"+".join(k) if isinstance(k, tuple) else k: v for k, v in table["grid"].items()},
         "machine": {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
                     "load_avg_at_end": os.getloadavg()},
@@ -142,7 +155,8 @@ def main() -> None:
         "note": "measured on a shared 2-core machine while other jobs ran; noise is part of the table",
     }
     csv_path.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
-    print(f"wrote {csv_path} ({len(configs) - failures} configurations x {args.repeats} repeats)")
+    print(f"wrote {csv_path} ({len(configs)} configurations x {args.passes} passes x {args.repeats} repeats; "
+          f"{failures} failed jobs)")
 
 
 if __name__ == "__main__":
