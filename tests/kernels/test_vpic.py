@@ -6,25 +6,17 @@ Uses the ``scratch`` fixture of tests/conftest.py.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import h5py
 import numpy as np
 import pytest
+from kernel_runs import RANKS, assert_ok, module_dir, run_kernel_cli  # noqa: F401  (fixture)
 
 from iobo.config import IOConfig
 from iobo.kernels import vpic
 
-MPIEXEC = "mpiexec.mpich"
-RANKS = 2
 MODULE = "iobo.kernels.vpic"
 KiB, MiB = 1024, 1024 * 1024
 STEPS = 2
@@ -48,59 +40,6 @@ MPIIO_HINTS = {  # all away from ROMIO's defaults (16 MiB, automatic, automatic,
 LUSTRE_STRIPING = {"striping_factor": 4, "striping_unit": MiB}
 
 
-# -- running a kernel -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class KernelRun:
-    """What one kernel launch printed and returned."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-
-    @property
-    def lines(self) -> list[dict[str, Any]]:
-        """Every stdout line, parsed as JSON."""
-        return [json.loads(line) for line in self.stdout.splitlines()]
-
-    @property
-    def steps(self) -> list[dict[str, Any]]:
-        return [line for line in self.lines if line["event"] == "step"]
-
-    @property
-    def result(self) -> dict[str, Any]:
-        """The final line, which must be the result."""
-        last = self.lines[-1]
-        assert last["event"] == "result", f"last stdout line is not the result: {last}"
-        return last
-
-
-def run_kernel_cli(module: str, out: Path, *flags: str, config: Mapping[str, Any] | None = None,
-                   ranks: int = RANKS, timeout: float = 120) -> KernelRun:
-    """Run ``mpiexec.mpich -n ranks python -m module --out out [--config FILE] flags``.
-
-    ``config`` is written as JSON beside ``out`` (not in it, so ``out`` holds
-    only what the kernel wrote).
-    """
-    assert shutil.which(MPIEXEC), f"{MPIEXEC} not found: install MPICH (make setup)"
-    command = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", module, "--out", str(out), *flags]
-    if config is not None:
-        config_file = out.parent / f"{out.name}.config.json"
-        config_file.write_text(json.dumps(config))
-        command += ["--config", str(config_file)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    return KernelRun(done.returncode, done.stdout, done.stderr)
-
-
-@pytest.fixture(scope="module")
-def module_scratch():
-    """One directory on tmpfs (when there is one) for the runs several tests share."""
-    path = Path(tempfile.mkdtemp(prefix="iobo-test-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def expected_dataset(variable: int, step: int, particles: int) -> np.ndarray:
     """A whole shared-file dataset: every rank's slice one after the other."""
     return np.concatenate([vpic.particle_values(variable, step, rank * particles, particles) for rank in range(RANKS)])
@@ -112,18 +51,14 @@ def dataset_offsets(path: Path) -> list[int]:
         return [file[f"Timestep_{step}/{name}"].id.get_offset() for step in range(STEPS) for name in vpic.VARIABLES]
 
 
-def assert_ok(run: KernelRun) -> None:
-    assert run.returncode == 0, f"exit {run.returncode}\nstderr:\n{run.stderr}"
-
-
 # -- runs shared by several tests -------------------------------------------------------
 
 DEFAULT_PARTICLES = 4096
 
 
 @pytest.fixture(scope="module")
-def default_run(module_scratch):
-    out = module_scratch / "default"
+def default_run(module_dir):
+    out = module_dir / "default"
     run = run_kernel_cli(MODULE, out, "--particles", str(DEFAULT_PARTICLES), "--steps", str(STEPS),
                          "--keep", "--verify")
     assert_ok(run)
@@ -136,8 +71,8 @@ PER_PROCESS_CONFIG = {"files": "per_process", "transfer_mode": "collective", "co
 
 
 @pytest.fixture(scope="module")
-def per_process_run(module_scratch):
-    out = module_scratch / "per_process"
+def per_process_run(module_dir):
+    out = module_dir / "per_process"
     run = run_kernel_cli(MODULE, out, "--particles", str(PER_PROCESS_PARTICLES), "--steps", str(STEPS),
                          "--keep", "--verify", config=PER_PROCESS_CONFIG)
     assert_ok(run)
