@@ -12,9 +12,18 @@ one trial.  The rules:
   gained over the default after ``t`` minutes, ``RoTI(t) = G(t) / t`` rises
   exactly while ``G'(t) > RoTI(t)``; the GP's expected improvement of the
   next trial (MB/s) over its cost (minutes) estimates ``G'``, so stopping when
-  it falls to ``RoTI(t)`` is a myopic stop at the peak of RoTI.
+  it falls to ``RoTI(t)`` is a myopic stop at the peak of RoTI.  ``G`` is the
+  GP's noise-aware incumbent over the default, not the luckiest run.
+- :class:`ExpectedGainBelow`: stop when the next trial is expected to add
+  less than a fraction (2%) of the incumbent's bandwidth: a bound on what is
+  left to find, as Optuna's terminator bounds regret.  Aims at the final
+  bandwidth rather than at RoTI.
 
-Units: bandwidth in MB/s, tuning time in minutes (as :func:`iobo.measure.roti`).
+RoTI peaks early when one knob carries most of the gain (here: file per
+process, often found by the first search trials), so the rule that maximises
+RoTI stops before the best is found; ``experiments/stopping/bench.py``
+measures both sides.  Units: bandwidth in MB/s, tuning time in minutes (as
+:func:`iobo.measure.roti`).
 """
 
 from __future__ import annotations
@@ -36,13 +45,16 @@ class Progress:
     best_mb_per_s: best bandwidth measured after each trial; default_mb_per_s:
     the system default's median; expected_gain_mb_per_s: the surrogate's
     expected improvement of the next trial over the incumbent (None when not
-    computed: rules that need it say so with ``needs_gain``).
+    computed: rules that need it say so with ``needs_gain``);
+    incumbent_mb_per_s: the surrogate's noise-aware estimate of the best
+    configuration's bandwidth (its posterior mean; None when not computed).
     """
 
     minutes: Sequence[float]
     best_mb_per_s: Sequence[float]
     default_mb_per_s: float
     expected_gain_mb_per_s: float | None = None
+    incumbent_mb_per_s: float | None = None
 
     @property
     def trials(self) -> int:
@@ -52,6 +64,22 @@ class Progress:
     def roti(self) -> float:
         """RoTI now: MB/s gained over the default per minute of tuning."""
         return roti(self.best_mb_per_s[-1], self.default_mb_per_s, self.minutes[-1]) if self.trials else 0.0
+
+    @property
+    def noise_aware_roti(self) -> float:
+        """RoTI with the surrogate's incumbent in place of the best single run, when known."""
+        if self.incumbent_mb_per_s is None or not self.trials:
+            return self.roti
+        return roti(self.incumbent_mb_per_s, self.default_mb_per_s, self.minutes[-1])
+
+    def gain(self) -> float:
+        """The surrogate's expected gain of the next trial (MB/s); a clear error when not computed."""
+        if self.expected_gain_mb_per_s is None:
+            raise ConfigError(
+                "this stop rule needs Progress.expected_gain_mb_per_s (the surrogate's expected improvement "
+                "in MB/s); compute it with iobo.surrogate.Surrogate.expected_gain_mb_per_s"
+            )
+        return self.expected_gain_mb_per_s
 
     @property
     def minutes_per_trial(self) -> float:
@@ -103,26 +131,49 @@ class NoRecentGain(StopRule):
 class MarginalRoTI(StopRule):
     """Stop when expected gain of the next trial (MB/s) / its cost (minutes) <= RoTI so far.
 
-    min_trials: trials before the rule may stop (the surrogate needs a few
-    points; the tuner's default runs count).  While nothing beats the
-    default, RoTI is 0 and the rule continues as long as any gain is expected.
+    min_trials: trials before the rule may stop (the tuner's default runs
+    count; the GP needs a few distinct configurations); patience: while
+    nothing beats the default (RoTI 0), the rule goes on until this many
+    trials, then stops (tuning has not paid and is not expected to).
     """
 
     needs_gain = True
 
-    def __init__(self, min_trials: int = 8) -> None:
+    def __init__(self, min_trials: int = 5, patience: int = 12) -> None:
         self.min_trials = _positive_int("MarginalRoTI", "min_trials", min_trials)
+        self.patience = _positive_int("MarginalRoTI", "patience", patience)
 
     def should_stop(self, progress: Progress) -> bool:
         if progress.trials < self.min_trials:
             return False
-        if progress.expected_gain_mb_per_s is None:
-            raise ConfigError(
-                "MarginalRoTI needs Progress.expected_gain_mb_per_s (the surrogate's expected improvement "
-                "in MB/s); compute it with iobo.surrogate.Surrogate.expected_gain_mb_per_s"
-            )
-        rate = progress.expected_gain_mb_per_s / max(progress.minutes_per_trial, 1e-9)
-        return rate <= progress.roti
+        gain = progress.gain()
+        now = progress.noise_aware_roti
+        if now <= 0:
+            return progress.trials >= self.patience
+        return gain / max(progress.minutes_per_trial, 1e-9) <= now
+
+
+class ExpectedGainBelow(StopRule):
+    """Stop when the next trial's expected gain is below ``fraction`` of the incumbent's bandwidth.
+
+    fraction: e.g. 0.02 (2%); min_trials: trials before the rule may stop.
+    The incumbent is the surrogate's (``Progress.incumbent_mb_per_s``), else
+    the best run.
+    """
+
+    needs_gain = True
+
+    def __init__(self, fraction: float = 0.02, min_trials: int = 6) -> None:
+        if not 0 < fraction < 1:
+            raise ConfigError(f"ExpectedGainBelow fraction must be in (0, 1), e.g. 0.02 for 2%; got {fraction!r}")
+        self.fraction = fraction
+        self.min_trials = _positive_int("ExpectedGainBelow", "min_trials", min_trials)
+
+    def should_stop(self, progress: Progress) -> bool:
+        if progress.trials < self.min_trials:
+            return False
+        incumbent = progress.incumbent_mb_per_s or progress.best_mb_per_s[-1]
+        return progress.gain() < self.fraction * incumbent
 
 
 def oracle_stop(progress: Progress) -> int:
@@ -132,7 +183,7 @@ def oracle_stop(progress: Progress) -> int:
 
 
 # rules by their command-line name (`iobo tune --stop-rule`); a fixed budget is `--trials`
-RULES = {"marginal-roti": MarginalRoTI, "no-gain": NoRecentGain}
+RULES = {"marginal-roti": MarginalRoTI, "expected-gain": ExpectedGainBelow, "no-gain": NoRecentGain}
 
 
 def study_progress(study, with_gain: bool = False) -> Progress | None:
@@ -151,8 +202,10 @@ def study_progress(study, with_gain: bool = False) -> Progress | None:
         return None
     default = statistics.median(defaults)
     curve = _roti_curve(trials, default)
-    gain = None
+    gain = incumbent = None
     if with_gain:
         tuning = tuning_trials(study)
-        gain = Surrogate.from_trials(tuning).expected_gain_mb_per_s() if len(tuning) >= 2 else None
-    return Progress([m for m, _, _ in curve], [b for _, b, _ in curve], default, gain)
+        if len(tuning) >= 2:
+            surrogate = Surrogate.from_trials(tuning)
+            gain, incumbent = surrogate.expected_gain_mb_per_s(), surrogate.incumbent_mb_per_s
+    return Progress([m for m, _, _ in curve], [b for _, b, _ in curve], default, gain, incumbent)

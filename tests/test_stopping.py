@@ -6,14 +6,22 @@ import numpy as np
 import pytest
 
 from iobo._errors import ConfigError
-from iobo.stopping import FixedBudget, MarginalRoTI, NoRecentGain, Progress, StopRule, oracle_stop
+from iobo.stopping import (
+    ExpectedGainBelow,
+    FixedBudget,
+    MarginalRoTI,
+    NoRecentGain,
+    Progress,
+    StopRule,
+    oracle_stop,
+)
 from iobo.surrogate import Surrogate
 
 MINUTE = 1.0  # every trial costs one minute
 
 
-def progress(best, gain=None, default=100.0):
-    return Progress([MINUTE * (i + 1) for i in range(len(best))], best, default, gain)
+def progress(best, gain=None, default=100.0, incumbent=None):
+    return Progress([MINUTE * (i + 1) for i in range(len(best))], best, default, gain, incumbent)
 
 
 FLAT = [100.0, 100.0, 100.0, 150.0] + [150.0] * 8  # found 150 MB/s at trial 4, nothing since
@@ -43,6 +51,30 @@ def test_marginal_roti_compares_expected_gain_per_minute_with_roti():
         rule.should_stop(progress(FLAT))
 
 
+def test_marginal_roti_goes_on_without_gain_until_its_patience():
+    nothing = [100.0] * 12  # nothing beat the default
+    rule = MarginalRoTI(min_trials=5, patience=12)
+    assert not rule.should_stop(progress(nothing[:11], gain=0.0))
+    assert rule.should_stop(progress(nothing, gain=0.0))
+
+
+def test_marginal_roti_judges_the_noise_aware_incumbent_not_the_luckiest_run():
+    # one lucky run of 150 MB/s; the GP believes the incumbent is worth 105: RoTI 5/12 per minute
+    rule = MarginalRoTI(min_trials=5)
+    assert rule.should_stop(progress(FLAT, gain=1.0))  # 1 MB/s per minute < 50/12 (the lucky RoTI)
+    assert not rule.should_stop(progress(FLAT, gain=1.0, incumbent=105.0))  # 1 > 5/12
+
+
+def test_expected_gain_below_stops_when_little_is_left_to_find():
+    rule = ExpectedGainBelow(fraction=0.02, min_trials=6)
+    assert rule.should_stop(progress(FLAT, gain=2.0))  # 2 < 2% of 150
+    assert not rule.should_stop(progress(FLAT, gain=10.0))
+    assert not rule.should_stop(progress(FLAT, gain=2.0, incumbent=90.0))  # the GP's incumbent: 2 > 2% of 90
+    assert not rule.should_stop(progress(FLAT[:5], gain=0.0))  # before min_trials
+    with pytest.raises(ConfigError, match="expected_gain_mb_per_s"):
+        rule.should_stop(progress(FLAT))
+
+
 def test_oracle_stops_at_the_roti_peak():
     # gains of 50 at trial 4 then 10 at trial 10: RoTI 12.5 at 4 beats 6.0 at 10
     best = [100.0] * 3 + [150.0] * 6 + [160.0] * 3
@@ -51,7 +83,8 @@ def test_oracle_stops_at_the_roti_peak():
 
 def test_rules_reject_bad_settings():
     for make in (lambda: FixedBudget(0), lambda: NoRecentGain(patience=0), lambda: NoRecentGain(min_gain=-1),
-                 lambda: MarginalRoTI(min_trials=0)):
+                 lambda: MarginalRoTI(min_trials=0), lambda: MarginalRoTI(patience=0),
+                 lambda: ExpectedGainBelow(fraction=0), lambda: ExpectedGainBelow(fraction=1.5)):
         with pytest.raises(ConfigError):
             make()
 
