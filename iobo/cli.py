@@ -55,9 +55,10 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--parsl-config", help="Python file defining a Parsl `config` (e.g. workflows/site_slurm.py)")
     tune.add_argument("--prune", choices=("median", "wilcoxon"),
                       help="stop trials whose per-step bandwidth is clearly below the others' (Optuna pruner)")
-    tune.add_argument("--stop-rule", choices=("marginal-roti", "no-gain"),
+    tune.add_argument("--stop-rule", choices=("marginal-roti", "expected-gain", "no-gain"),
                       help="end the study before --trials: when the GP's expected gain per minute falls to the "
-                           "RoTI so far (marginal-roti), or after no 5%% gain in 5 trials (no-gain)")
+                           "RoTI so far (marginal-roti), when the next trial is expected to add < 2%% "
+                           "(expected-gain), or after no 5%% gain in 5 trials (no-gain)")
     tune.add_argument("--confirm", type=int, default=0, metavar="N",
                       help="afterwards, re-measure default and best N times each, interleaved")
 
