@@ -186,19 +186,19 @@ def run_kernel(job: KernelJob, on_step: Callable[[dict], bool | None] | None = N
         wall_s = time.monotonic() - started
         if pruned:
             raise KernelPruned(
-                f"kernel {job.kernel!r} was pruned after {sum(_step_event(line) is not None for line in lines)} step(s) "
+                f"kernel {spec.name!r} was pruned after {sum(_step_event(line) is not None for line in lines)} step(s) "
                 f"({wall_s:.1f} s): slower than the other trials at the same step",
                 command=command, returncode=code, stdout_tail=_tail(lines), workdir=str(trial_dir),
             )
         if timed_out:
             raise KernelError(
-                f"kernel {job.kernel!r} timed out after {job.timeout_s:g} s and was killed",
+                f"kernel {spec.name!r} timed out after {job.timeout_s:g} s and was killed",
                 command=command, returncode=code, stdout_tail=_tail(lines), stderr_tail=_tail(stderr),
                 workdir=str(trial_dir),
             )
         if code != 0:
             raise KernelError(
-                f"kernel {job.kernel!r} exited with code {code}",
+                f"kernel {spec.name!r} exited with code {code}",
                 command=command, returncode=code, stdout_tail=_tail(lines), stderr_tail=_tail(stderr),
                 workdir=str(trial_dir),
             )

@@ -61,14 +61,16 @@ class StepReporter:
     storage: the study's storage URL (reachable from the worker: SQLite on a
     shared path, ``journal://``, or a database server); study: its name;
     trial_id: Optuna's id of the trial (``trial._trial_id``); pruner: a key
-    of :data:`PRUNERS`.  Calling it with a step event returns True when the
-    trial should stop.
+    of :data:`PRUNERS`; prune: ask the pruner (False: only report, for the
+    baseline runs the others are compared with at each step).  Calling it
+    with a step event returns True when the trial should stop.
     """
 
     storage: str
     study: str
     trial_id: int
     pruner: str = "median"
+    prune: bool = True
     _trial: Any = field(default=None, init=False, repr=False, compare=False)
     _steps: int = field(default=0, init=False, repr=False, compare=False)
 
@@ -76,7 +78,8 @@ class StepReporter:
         make_pruner(self.pruner)  # fail before launch on a bad name
 
     def __getstate__(self) -> dict:
-        return {"storage": self.storage, "study": self.study, "trial_id": self.trial_id, "pruner": self.pruner}
+        return {"storage": self.storage, "study": self.study, "trial_id": self.trial_id, "pruner": self.pruner,
+                "prune": self.prune}
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(**state)
@@ -92,4 +95,4 @@ class StepReporter:
             self._trial = optuna.Trial(study, self.trial_id)
         self._trial.report(float(event["mb_per_s"]), self._steps)
         self._steps += 1
-        return self._trial.should_prune()
+        return self.prune and self._trial.should_prune()

@@ -262,8 +262,9 @@ class Tuner:
         trial = study.ask()
         self._asked = trial.number  # known to the interrupt handler before the owner attr is written
         values = suggest_config(trial, self.space, self.workload)
-        prunable = self.pruner and trial.user_attrs["role"] == ROLE_SEARCH  # the baseline always completes
-        reporter = StepReporter(self.storage, self.study, trial._trial_id, self.pruner) if prunable else None
+        # every trial reports its steps (the pruner's median needs the default runs'); only search trials are pruned
+        reporter = StepReporter(self.storage, self.study, trial._trial_id, self.pruner,
+                                prune=trial.user_attrs["role"] == ROLE_SEARCH) if self.pruner else None
         job = KernelJob(
             kernel=kernels.get(self.kernel), values=values, ranks=self.ranks, workdir=self.workdir,
             options=self.kernel_options, launcher=self.launcher, timeout_s=self.timeout_s,

@@ -43,6 +43,15 @@ def test_reporter_prunes_a_slow_trial_and_leaves_a_fast_one(storage, pruner):
     assert len(stored[fast.number].intermediate_values) == STEPS
 
 
+def test_a_reporter_told_not_to_prune_only_reports(storage):
+    study = optuna.create_study(storage=storage, study_name="p", direction="maximize")
+    add_finished(study, 1000.0)
+    baseline = study.ask()
+    reporter = pickle.loads(pickle.dumps(StepReporter(storage, "p", baseline._trial_id, "median", prune=False)))
+    assert not any(reporter({"event": "step", "mb_per_s": 100.0}) for _ in range(STEPS))
+    assert len(study.get_trials()[baseline.number].intermediate_values) == STEPS
+
+
 def test_unknown_pruner_is_refused():
     with pytest.raises(ConfigError, match="allowed: median, wilcoxon"):
         StepReporter("sqlite:///x.db", "p", 0, "percentile")
@@ -69,26 +78,30 @@ def test_a_pruned_kernel_is_killed_and_its_files_removed(scratch):
     assert len(full["step_mb_per_s"]) == STEPS * 20
 
 
-def tuner(storage, scratch, **kwargs):
-    return Tuner(kernel="vpic", ranks=2, trials=8, storage=storage, study="t", workdir=str(scratch),
+def tuner(storage, scratch, trials=8, **kwargs):
+    return Tuner(kernel="vpic", ranks=2, trials=trials, storage=storage, study="t", workdir=str(scratch),
                  kernel_options={**SMALL_VPIC, "steps": STEPS}, sampler=optuna.samplers.RandomSampler(seed=0),
                  echo=None, pruner="median", **kwargs)
 
 
 @pytest.mark.parametrize("earlier_mb_per_s, searched", [(1e9, TrialState.PRUNED), (1e-3, TrialState.COMPLETE)])
 def test_tuner_prunes_search_trials_slower_than_earlier_ones(storage, scratch, earlier_mb_per_s, searched):
-    t = tuner(storage, scratch)
+    earlier = 6  # outnumber the default runs and a first search trial, which report their steps too
+    t = tuner(storage, scratch, trials=earlier + 3 + 2)
     study = t.open_study()
     default = t.space.default()
-    add_finished(study, earlier_mb_per_s, default, {p.name: p.distribution() for p in t.space if p.name in default})
+    add_finished(study, earlier_mb_per_s, default, {p.name: p.distribution() for p in t.space if p.name in default},
+                 n=earlier)
     t.run()
-    trials = study.get_trials()[3:]
-    assert [x.state for x in trials if x.user_attrs["role"] == ROLE_DEFAULT] == [TrialState.COMPLETE] * 3
+    trials = study.get_trials()[earlier:]
+    defaults = [x for x in trials if x.user_attrs["role"] == ROLE_DEFAULT]
+    assert [x.state for x in defaults] == [TrialState.COMPLETE] * 3
+    assert all(len(x.intermediate_values) == STEPS for x in defaults)  # the baseline the median is taken over
     search = [x for x in trials if x.user_attrs["role"] == ROLE_SEARCH]
     assert [x.state for x in search] == [searched] * 2
     assert all(x.intermediate_values for x in search)  # steps were reported from the Parsl worker
     if searched == TrialState.PRUNED:
-        assert all("pruned after" in x.user_attrs["pruned_reason"] for x in search)
+        assert all(x.user_attrs["pruned_reason"].startswith("kernel 'vpic' was pruned after") for x in search)
     assert list(scratch.glob("trial-*")) == []
 
 
