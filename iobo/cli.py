@@ -49,7 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--in-flight", type=int, default=1, help="trials running at once (default: %(default)s)")
     tune.add_argument("--default-repeats", type=int, default=3, help="runs of the system default (>= 3)")
     tune.add_argument("--timeout", type=float, default=600.0, help="per-trial limit in seconds")
-    tune.add_argument("--sampler", choices=("gp", "tpe", "random"), default="gp")
+    tune.add_argument("--sampler", choices=("gp", "impact-first", "tpe", "random"), default="gp",
+                      help="impact-first: tune the highest-impact parameters first, ranked by earlier studies "
+                           "of the kernel in --storage (`iobo importance`) or by a short screening")
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--mpiexec", default=None, help="MPI launcher (default: mpiexec.mpich or $IOBO_MPIEXEC)")
     tune.add_argument("--parsl-config", help="Python file defining a Parsl `config` (e.g. workflows/site_slurm.py)")
@@ -190,7 +192,7 @@ def _dispatch(args) -> int:
         from iobo.progress import console_watchers
         from iobo.report import build_report
         from iobo.stopping import RULES
-        from iobo.tuner import Tuner
+        from iobo.tuner import Tuner, impact_first_sampler
 
         tuner = Tuner(
             kernel=args.kernel, ranks=args.ranks, trials=args.trials, storage=args.storage, study=args.study,
@@ -201,6 +203,8 @@ def _dispatch(args) -> int:
             pruner=args.prune, stop_rule=RULES[args.stop_rule]() if args.stop_rule else None,
             **console_watchers(),
         )
+        if args.sampler == "impact-first":  # needs the study's name and storage, known once the tuner is made
+            tuner.sampler = impact_first_sampler(tuner.storage, tuner.kernel, tuner.study, args.seed)
         study = tuner.run()
         if args.confirm:
             tuner.confirm(args.confirm)

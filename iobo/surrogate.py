@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from iobo._errors import ConfigError
-from iobo._gp.encoding import Encoding, infer_conditions
+from iobo._gp.encoding import INACTIVE, Encoding, infer_conditions
 
 MAX_CANDIDATES = 20_000  # larger spaces are scored on a seeded random sample of this many configurations
 
@@ -97,6 +97,11 @@ class Surrogate:
         return self.fit.shift + self.fit.scale * mean, self.fit.scale**2 * variance
 
     @property
+    def incumbent(self) -> dict[str, Any]:
+        """The measured configuration with the best posterior mean (its active parameters)."""
+        return self.encoding.to_config(self.fit.rows[self.fit.best])
+
+    @property
     def incumbent_mb_per_s(self) -> float:
         """The measured configuration with the best posterior mean: its geometric-mean bandwidth (MB/s)."""
         return float(math.exp(self.fit.mean[self.fit.best]))
@@ -121,18 +126,22 @@ class Surrogate:
 
         For parameter ``j``: the variance over its values of the mean
         prediction at that value (the others averaged over the candidates),
-        divided by the total variance of the predictions.  Not normalised to
-        sum to 1: the remainder is what interactions explain.
+        divided by the total variance of the predictions.  A conditional
+        parameter is compared over the candidates where it is active, weighted
+        by their share (``chunk_size`` does not inherit ``layout``'s effect).
+        Not normalised to sum to 1: the remainder is what interactions explain.
         """
         rows = self.candidates(seed)
         mean, _ = self.log_posterior(rows)
         total = float(np.var(mean))
         effects = {}
         for j, name in enumerate(self.encoding.names):
-            groups = [mean[rows[:, j] == k] for k in np.unique(rows[:, j])]
+            active = rows[:, j] != INACTIVE
+            groups = [mean[active & (rows[:, j] == k)] for k in np.unique(rows[active, j])]
             weights = np.array([len(g) for g in groups], dtype=float) / len(mean)
             means = np.array([g.mean() for g in groups])
-            between = float(np.sum(weights * (means - np.sum(weights * means)) ** 2))
+            centre = np.sum(weights * means) / np.sum(weights)
+            between = float(np.sum(weights * (means - centre) ** 2))
             effects[name] = between / total if total > 0 else 0.0
         return effects
 

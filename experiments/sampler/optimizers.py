@@ -51,10 +51,12 @@ def _suggest(trial: optuna.Trial, problem: Problem) -> dict[str, Any]:
 
 
 def run_optuna(problem: Problem, sampler: optuna.samplers.BaseSampler, budget: int, seed: int,
-               recommend: Callable[[optuna.Study], dict] | None = None) -> Run:
-    """Ask/tell loop; ``recommend(study)`` gives the pick (default: best measured run)."""
+               recommend: Callable[[optuna.Study], dict] | None = None, storage=None,
+               study_name: str | None = None) -> Run:
+    """Ask/tell loop; ``recommend(study)`` gives the pick (default: best measured run);
+    storage, study_name: where the study is kept (default: a new in-memory study)."""
     rng = np.random.default_rng([seed, 7])
-    study = optuna.create_study(direction="maximize", sampler=sampler)
+    study = optuna.create_study(direction="maximize", sampler=sampler, storage=storage, study_name=study_name)
     study.enqueue_trial(problem.default)
     run = Run()
     for n in range(1, budget + 1):
