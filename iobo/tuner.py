@@ -138,8 +138,8 @@ class Tuner:
         """Tune until the study holds ``trials`` finished trials; returns the study."""
         study = self.open_study()
         self._fail_stale(study)
-        self._enqueue_defaults(study)
-        finished = _count_finished(study)
+        self.enqueue_defaults(study)
+        finished = count_finished(study)
         self._say(f"study {self.study!r} in {self.storage}: {finished} finished trial(s), target {self.trials}")
         self._loop(study, asks=max(0, self.trials - finished), stop_rule=self.stop_rule)
         return study
@@ -321,8 +321,9 @@ class Tuner:
             study.tell(trial.number, state=_state("FAIL"))
             self._say(f"trial {trial.number} was left RUNNING by a dead tuner ({owner}): marked FAIL")
 
-    def _enqueue_defaults(self, study) -> None:
-        """Queue system-default runs until the study has ``default_repeats`` of them."""
+    def enqueue_defaults(self, study) -> None:
+        """Queue system-default runs until the study has ``default_repeats`` of them (also used by
+        :func:`iobo.integrations.ray.run`, which drives the same study through Ray Tune)."""
         have = sum(
             1
             for t in study.get_trials(deepcopy=False, states=(_state("COMPLETE"), _state("WAITING")))
@@ -400,7 +401,8 @@ def best_trial(study):
     return max(complete, key=lambda t: t.value) if complete else None
 
 
-def _count_finished(study) -> int:
+def count_finished(study) -> int:
+    """Finished (COMPLETE, FAIL or PRUNED) default and search trials: what ``Tuner.trials`` counts."""
     finished = (_state("COMPLETE"), _state("FAIL"), _state("PRUNED"))
     return sum(1 for t in study.get_trials(deepcopy=False, states=finished)
                if t.user_attrs.get("role", ROLE_SEARCH) in (ROLE_DEFAULT, ROLE_SEARCH))

@@ -42,7 +42,7 @@ from iobo import kernels
 from iobo.launch import KernelJob, run_kernel
 from iobo.space import Space, Workload
 from iobo.storage import open_storage
-from iobo.tuner import Tuner, _count_finished, default_sampler, outcome_attrs, suggest_config
+from iobo.tuner import Tuner, count_finished, default_sampler, outcome_attrs, suggest_config
 
 METRIC = "mb_per_s"
 """What each ``tune.report`` carries: a step's bandwidth, then the whole run's (MB/s)."""
@@ -62,8 +62,8 @@ def run(tuner: Tuner, scheduler=None, storage_path: str | None = None):
     from ray.tune.search import ConcurrencyLimiter
 
     study = tuner.open_study()
-    tuner._enqueue_defaults(study)
-    remaining = tuner.trials - _count_finished(study)
+    tuner.enqueue_defaults(study)
+    remaining = tuner.trials - count_finished(study)
     if remaining <= 0:
         return study
     workdir = Path(tuner.workdir).resolve()  # Ray runs each trial in a directory of its own
