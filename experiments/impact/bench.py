@@ -39,7 +39,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import multiprocessing  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -52,7 +51,7 @@ sys.path.insert(0, str(ROOT / "experiments" / "sampler"))
 
 import optuna  # noqa: E402
 import problems  # noqa: E402
-from bench import LEVELS, _median_iqr, _problem, evaluations_to  # noqa: E402  (experiments/sampler/bench.py)
+from bench import LEVELS, _map, _median_iqr, _problem, evaluations_to  # noqa: E402  (experiments/sampler/bench.py)
 from optimizers import Run, optimizers, run_optuna  # noqa: E402
 
 from iobo.importance import rank_parameters, save_ranking  # noqa: E402
@@ -179,13 +178,6 @@ def check_targets(medians: dict[str, dict[str, float]], budget: int) -> None:
                   f"{show(full)}: {'MET' if met else 'MISSED'}, {ratio}")
 
 
-def _map(tasks, jobs):
-    if jobs == 1:
-        return map(_task, tasks)
-    pool = multiprocessing.get_context("spawn").Pool(jobs)
-    return pool.imap_unordered(_task, tasks)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=20)
@@ -200,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
     start = time.time()
     tasks = [(spec, variant, seed, args.budget) for spec in specs for variant in VARIANTS for seed in range(args.seeds)]
     results = {spec: {variant: [None] * args.seeds for variant in VARIANTS} for spec in specs}
-    for spec, variant, seed, run in _map(tasks, args.jobs):
+    for spec, variant, seed, run in _map(tasks, args.jobs, _task):
         results[spec][variant][seed] = run
     medians = {spec: report(spec, results[spec], args.budget) for spec in specs}
     check_targets(medians, args.budget)

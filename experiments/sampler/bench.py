@@ -138,11 +138,13 @@ def timing(names: list[str], seeds: int, jobs: int, iobo: dict) -> None:
         print(f"target <= 100 ms at 100 trials: {at100:.0f} ms ({'met' if at100 <= 100 else 'MISSED'})")
 
 
-def _map(tasks, jobs):
+def _map(tasks, jobs, task=None):
+    """``task`` (default: this module's ``_task``) over ``tasks``, in ``jobs`` spawned processes when > 1."""
+    task = task or _task
     if jobs == 1:
-        return map(_task, tasks)
+        return map(task, tasks)
     pool = multiprocessing.get_context("spawn").Pool(jobs)
-    return pool.imap_unordered(_task, tasks)
+    return pool.imap_unordered(task, tasks)
 
 
 def main(argv: list[str] | None = None) -> None:
