@@ -284,6 +284,13 @@ def clear_files(comm, paths: Sequence[Path]) -> None:
     comm.Barrier()
 
 
+def release_files(comm, paths: Sequence[Path], keep: bool) -> None:
+    """Wait until every rank is done with the files, then delete ``paths`` (this rank's) unless ``keep``."""
+    comm.Barrier()
+    if not keep:
+        remove_files(paths)
+
+
 def fsync_file(path: Path) -> None:
     """Flush ``path``'s written pages to storage (fsync works on the file, whichever descriptor wrote)."""
     fd = os.open(path, os.O_RDONLY)
@@ -911,6 +918,13 @@ def reread(step_file: StepFile, fapl) -> Mismatches:
     reader = StepFile(step_file.path, step_file.shared, step_file.steps, fapl, dataset_transfer_plist({}), write=False)
     run_untimed(reader, len(reader.steps))
     return reader.mismatches()
+
+
+def verify_written(comm, kernel: str, step_file: StepFile, verify: bool) -> tuple[bool | None, str]:
+    """``(None, "")`` unless ``verify``; else :func:`verdict` on every value ``step_file`` wrote, read back."""
+    if not verify:
+        return None, ""
+    return verdict(comm, kernel, reread(step_file, step_file.fapl), comm.size * plan_values(step_file.steps), "written")
 
 
 # -- MPI-IO files (kernels that bypass HDF5) ------------------------------------------

@@ -180,9 +180,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             found.merge(_common.reread(step_file, fapl))
         verified, failure = _common.verdict(comm, "checkpoint", found,
                                             comm.size * variables * count * checkpoints, "written")
-    comm.Barrier()
-    if not options["keep"]:
-        _common.remove_files(my_files)
+    _common.release_files(comm, my_files, options["keep"])
 
     all_paths = [checkpoint_path(Path(args.out), i, shared, rank)
                  for i in range(checkpoints) for rank in range(1 if shared else comm.size)]

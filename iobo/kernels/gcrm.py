@@ -149,13 +149,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if probed_chunks:
         requested["chunk_levels"] = probed_chunks[1]
     not_applied |= _common.unconfirmed_settings(config, requested, effective, hints, effective_hints)
-    verified, failure = None, ""
-    if options["verify"]:
-        verified, failure = _common.verdict(comm, "gcrm", _common.reread(writer, writer.fapl),
-                                            comm.size * _common.plan_values(writer.steps), "written")
-    comm.Barrier()
-    if not options["keep"]:
-        _common.remove_files(my_files)
+    verified, failure = _common.verify_written(comm, "gcrm", writer, options["verify"])
+    _common.release_files(comm, my_files, options["keep"])
 
     _common.finish(comm, _common.io_result_record(
         "gcrm", comm.size, (step_bytes * steps, timings), None,

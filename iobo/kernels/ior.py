@@ -336,9 +336,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     verified, failure = None, ""
     if time_reads or options["verify"]:
         verified, failure = _common.verdict(comm, "ior", reads.mismatches(), total_bytes // WORD, "read back")
-    comm.Barrier()
-    if not options["keep"]:
-        _common.remove_files(my_files)
+    _common.release_files(comm, my_files, options["keep"])
 
     _common.finish(comm, _common.io_result_record(
         "ior", comm.size, written, read, api=api, random=options["random"],

@@ -229,9 +229,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if time_reads or options["verify"]:
         verified, failure = _common.verdict(comm, "tile", reads.mismatches(), array.frame_bytes * steps // WORD,
                                             "read back")
-    comm.Barrier()
-    if not options["keep"]:
-        _common.remove_files(my_files)
+    _common.release_files(comm, my_files, options["keep"])
 
     _common.finish(comm, _common.io_result_record(
         "tile", comm.size, written, read, tiles=list(array.tiles), tile=list(array.tile),

@@ -142,13 +142,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         comm, options["repeats"], options["steps"], writer, step_bytes, remove=my_files)
     requested = _common.chunk_request(apply, chunks, ITEMSIZE)
     not_applied |= _common.unconfirmed_settings(config, requested, effective, hints, effective_hints)
-    verified, failure = None, ""
-    if options["verify"]:
-        verified, failure = _common.verdict(comm, "vorpal", _common.reread(writer, writer.fapl),
-                                            comm.size * _common.plan_values(writer.steps), "written")
-    comm.Barrier()
-    if not options["keep"]:
-        _common.remove_files(my_files)
+    verified, failure = _common.verify_written(comm, "vorpal", writer, options["verify"])
+    _common.release_files(comm, my_files, options["keep"])
 
     _common.finish(comm, _common.io_result_record(
         "vorpal", comm.size, (step_bytes * options["steps"], timings), None,
