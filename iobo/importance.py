@@ -74,7 +74,8 @@ def _optuna_importances(trials, evaluator) -> dict[str, float]:
     return get_param_importances(copy, evaluator=evaluator)
 
 
-def _normalised(values: Mapping[str, float]) -> dict[str, float]:
+def normalised(values: Mapping[str, float]) -> dict[str, float]:
+    """``values`` as shares summing to 1, largest first (equal shares when all are 0)."""
     total = sum(values.values())
     if total <= 0:
         return {name: 1.0 / len(values) for name in values}
@@ -94,8 +95,8 @@ def rank_parameters(study, seed: int = 0) -> dict[str, dict[str, float]]:
         ranking["fanova"] = _optuna_importances(tuning, FanovaImportanceEvaluator(seed=seed))
     if len({tuple(sorted(map(repr, t.params.items()))) for t in tuning}) >= MIN_GP_TRIALS:
         surrogate = Surrogate.from_trials(tuning)
-        ranking["gp-sensitivity"] = _normalised(surrogate.main_effects(seed))
-        ranking["gp-lengthscale"] = _normalised(surrogate.inverse_lengthscales())
+        ranking["gp-sensitivity"] = normalised(surrogate.main_effects(seed))
+        ranking["gp-lengthscale"] = normalised(surrogate.inverse_lengthscales())
     return ranking
 
 

@@ -57,7 +57,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from iobo._errors import ConfigError
 from iobo._gp.encoding import infer_conditions, same_choice
-from iobo.importance import MIN_GP_TRIALS, _normalised, consensus
+from iobo.importance import MIN_GP_TRIALS, normalised, consensus
 from iobo.samplers._gp import GPSampler
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def _prior_view(prior: Sequence[str] | Mapping[str, float] | None) -> dict[str, 
     if not view:
         raise ConfigError(f"ImpactFirstSampler prior_ranking must be a non-empty ranking of distinct names; "
                           f"got {prior!r}; {fix}")
-    return _normalised(view)
+    return normalised(view)
 
 
 @dataclass(frozen=True)
@@ -242,7 +242,7 @@ class ImpactFirstSampler(BaseSampler):
         main effects (when fitted); the study's parameters neither ranks come last, in name order."""
         views = {"prior": self._prior} if self._prior is not None else {}
         if surrogate is not None:
-            views["gp-sensitivity"] = _normalised(surrogate.main_effects(self._seed))
+            views["gp-sensitivity"] = normalised(surrogate.main_effects(self._seed))
         ranked = consensus(views)
         return ranked + sorted(set(names) - set(ranked))
 
