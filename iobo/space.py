@@ -382,6 +382,19 @@ class Space:
         return "\n".join(rows)
 
 
+# Pairs of parameters that act through their ratio, as I/O practice tunes them:
+# the collective buffer and the chunk size matched to the stripe size (H5Tuner
+# tied stripe size and cb_buffer_size), as many aggregators as stripes, HDF5
+# objects aligned to stripe boundaries.  The GP models log2(first / second) as
+# one more input (iobo._gp.encoding.Ratio).
+SIZE_RATIOS: tuple[tuple[str, str], ...] = (
+    ("cb_buffer_size", "striping_unit"),
+    ("cb_nodes", "striping_factor"),
+    ("chunk_size", "striping_unit"),
+    ("alignment_interval", "striping_unit"),
+)
+
+
 def io_stack_space() -> Space:
     """The HDF5 + MPI-IO (ROMIO) + Lustre parameters of the literature.
 

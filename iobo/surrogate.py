@@ -24,6 +24,7 @@ import numpy as np
 
 from iobo._errors import ConfigError
 from iobo._gp.encoding import INACTIVE, Encoding, infer_conditions
+from iobo.space import SIZE_RATIOS
 
 MAX_CANDIDATES = 20_000  # larger spaces are scored on a seeded random sample of this many configurations
 
@@ -47,12 +48,15 @@ class Surrogate:
         mb_per_s: Sequence[float],
         conditions: Mapping[str, tuple[str, Any]] | None = None,
         warm: np.ndarray | None = None,
+        ratios: Sequence[tuple[str, str]] = SIZE_RATIOS,
     ) -> "Surrogate":
         """Fit to measured ``configs`` and their bandwidths (MB/s, positive).
 
         choices: parameter -> allowed values; conditions: parameter -> (parent,
         activating value), inferred from the configs when omitted; warm: the
-        hyperparameters of an earlier fit (``surrogate.fit.posterior.theta``).
+        hyperparameters of an earlier fit (``surrogate.fit.posterior.theta``);
+        ratios: parameter pairs modelled through their ratio too, as the
+        sampler does (:class:`iobo.samplers.GPSampler`).
         """
         from iobo._gp.propose import fit
 
@@ -65,7 +69,7 @@ class Surrogate:
         names = list(choices)
         if conditions is None:
             conditions = infer_conditions(names, [c for c, _ in pairs])
-        encoding = Encoding({n: tuple(choices[n]) for n in names}, conditions)
+        encoding = Encoding({n: tuple(choices[n]) for n in names}, conditions, ratios)
         rows = np.array([encoding.to_row({n: v for n, v in c.items() if n in choices}) for c, _ in pairs])
         log_values = np.log([v for _, v in pairs])
         return cls(encoding, fit(encoding, rows, log_values, warm), rows)

@@ -17,6 +17,15 @@ points of the unit cube, the GP's inputs:
 
 ``groups`` maps every column to its parameter, so a kernel can give each
 parameter (not each column) one lengthscale.
+
+*Ratios* are extra kernel inputs for pairs of size-like parameters that act
+through their ratio (a collective buffer matching the stripe size, as many
+aggregators as stripes): ``log2(a) - log2(b)``, normalised to [0, 1] over
+the pair's choices.  A kernel with one lengthscale per input then sees "the
+buffer matches the stripe" as one direction instead of a diagonal across
+two axes.  They exist only in :meth:`Encoding.slots` and
+:meth:`Encoding.distance_tables`, the GP's view; rows and configurations
+stay one column per parameter.
 """
 
 from __future__ import annotations
@@ -40,6 +49,23 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def log2_values(choices: Sequence[Any]) -> tuple[float, ...] | None:
+    """``log2`` of every choice, or ``None`` unless all are positive numbers but at most one ``None``.
+
+    ``None`` ("unset") is placed one median step below the smallest number.
+    """
+    numbers = [v for v in choices if v is not None]
+    if len(numbers) < 2 or len(numbers) < len(choices) - 1 or not all(_is_number(v) and v > 0 for v in numbers):
+        return None
+    return _with_unset(choices, {v: math.log2(v) for v in numbers})
+
+
+def _with_unset(choices: Sequence[Any], scale: Mapping[Any, float]) -> tuple[float, ...]:
+    ordered = sorted(scale.values())
+    unset = ordered[0] - float(np.median(np.diff(ordered))) if None in choices else ordered[0]
+    return tuple(unset if v is None else scale[v] for v in choices)
+
+
 def ordinal_positions(choices: Sequence[Any]) -> tuple[float, ...] | None:
     """Positions in [0, 1] of ordinal choices, or ``None`` when the choices are nominal.
 
@@ -50,14 +76,7 @@ def ordinal_positions(choices: Sequence[Any]) -> tuple[float, ...] | None:
         return None
     if len(numbers) < 2:  # ``(None, x)``: two states, nothing to order on
         return None
-    if all(v > 0 for v in numbers):
-        scale = {v: math.log2(v) for v in numbers}
-    else:
-        scale = {v: float(r) for r, v in enumerate(sorted(numbers))}
-    ordered = sorted(scale.values())
-    gaps = np.diff(ordered)
-    unset = ordered[0] - float(np.median(gaps)) if len(numbers) < len(choices) else ordered[0]
-    raw = [unset if v is None else scale[v] for v in choices]
+    raw = log2_values(choices) or _with_unset(choices, {v: float(r) for r, v in enumerate(sorted(numbers))})
     lo, hi = min(raw), max(raw)
     return tuple((r - lo) / (hi - lo) for r in raw)
 
@@ -88,15 +107,39 @@ class Param:
         raise KeyError(f"{value!r} is not a choice of {self.name!r}")
 
 
+@dataclass(frozen=True)
+class Ratio:
+    """A kernel input ``log2(first) - log2(second)`` over two parameters' choices.
+
+    first, second: positions of the parameters in the encoding; levels: the
+    distinct differences, ascending, normalised to [0, 1]; level: the level
+    index of each pair of choices (``len(first choices) x len(second
+    choices)``).  Powers of two give few levels (``len(first) + len(second)
+    - 1`` at most), which keeps the kernel's tables small.
+    """
+
+    first: int
+    second: int
+    levels: np.ndarray
+    level: np.ndarray
+
+
 class Encoding:
     """A search space of finite parameters, some conditional on another's value.
 
     choices: ``name -> tuple of choices`` (ordered as the encoding will be);
     conditions: ``name -> (parent name, activating value)``; a parent must be
-    unconditional.
+    unconditional; ratios: ``(first, second)`` name pairs whose ``log2``
+    ratio becomes a kernel input; pairs with a parameter not in ``choices``
+    or not positive-numeric are left out (see :attr:`ratio_names`).
     """
 
-    def __init__(self, choices: Mapping[str, Sequence[Any]], conditions: Mapping[str, tuple[str, Any]] | None = None):
+    def __init__(
+        self,
+        choices: Mapping[str, Sequence[Any]],
+        conditions: Mapping[str, tuple[str, Any]] | None = None,
+        ratios: Sequence[tuple[str, str]] = (),
+    ):
         conditions = dict(conditions or {})
         names = list(choices)
         params: list[Param] = []
@@ -115,6 +158,23 @@ class Encoding:
         self.groups: np.ndarray = np.concatenate(
             [np.full(p.width, i, dtype=np.int64) for i, p in enumerate(self.params)]
         ) if params else np.zeros(0, dtype=np.int64)
+        self.ratios: tuple[Ratio, ...] = tuple(self._ratio(a, b) for a, b in dict.fromkeys(ratios) if self._ratio(a, b))
+
+    def _ratio(self, first: str, second: str) -> Ratio | None:
+        if first == second or first not in self.names or second not in self.names:
+            return None
+        i, j = self.names.index(first), self.names.index(second)
+        a, b = log2_values(self.params[i].choices), log2_values(self.params[j].choices)
+        if a is None or b is None:
+            return None
+        diff = np.subtract.outer(np.asarray(a), np.asarray(b))
+        levels, level = np.unique(np.round((diff - diff.min()) / (np.ptp(diff) or 1.0), 9), return_inverse=True)
+        return Ratio(i, j, levels, level.reshape(diff.shape))
+
+    @property
+    def ratio_names(self) -> tuple[str, ...]:
+        """``"first/second"`` of each ratio input, in :meth:`slots` column order."""
+        return tuple(f"{self.names[r.first]}/{self.names[r.second]}" for r in self.ratios)
 
     # -- sizes -------------------------------------------------------------------
     @property
@@ -173,25 +233,43 @@ class Encoding:
         return out
 
     def slots(self, rows: np.ndarray) -> np.ndarray:
-        """Index rows (``n x p``) with inactive (-1) moved to each parameter's extra slot ``len(choices)``."""
+        """The GP's inputs (``n x (p + ratios)``) of index rows (``n x p``).
+
+        Parameter columns: the choice index, inactive (-1) moved to the extra
+        slot ``len(choices)``.  Ratio columns: the level of the pair's
+        ``log2`` ratio, ``len(levels)`` when either side is inactive.
+        """
         rows = np.asarray(rows, dtype=np.int64).reshape(-1, len(self.params))
         inactive = np.array([len(p.choices) for p in self.params], dtype=np.int64)
-        return np.where(rows == INACTIVE, inactive, rows)
+        slots = np.where(rows == INACTIVE, inactive, rows)
+        pairs = []
+        for r in self.ratios:
+            a, b = rows[:, r.first], rows[:, r.second]
+            off = (a == INACTIVE) | (b == INACTIVE)
+            pairs.append(np.where(off, len(r.levels), r.level[np.where(off, 0, a), np.where(off, 0, b)]))
+        return np.column_stack([slots, *pairs]) if pairs else slots
 
-    def distance_tables(self) -> np.ndarray:
-        """Squared unit-cube distances between slots, per parameter (``p x M x M``).
+    def distance_tables(self) -> list[np.ndarray]:
+        """Squared unit-cube distances between slots, one table per input (``p + ratios``).
 
-        Entry ``[j, a, b]`` is ``|encode(a) - encode(b)|^2`` over parameter
-        ``j``'s columns, slot ``len(choices)`` being "inactive";
-        ``M = 1 + max choices``, unused entries 0.
+        Entry ``[a, b]`` of parameter ``j``'s table (``len(choices) + 1``
+        square, the last slot "inactive") is ``|encode(a) - encode(b)|^2``
+        over its columns; a ratio's is the squared difference of two levels,
+        1 between an active and an inactive pair.
         """
-        size = 1 + max((len(p.choices) for p in self.params), default=0)
-        tables = np.zeros((len(self.params), size, size))
+        tables = []
         for j, p in enumerate(self.params):
             rows = np.full((len(p.choices) + 1, len(self.params)), INACTIVE, dtype=np.int64)
             rows[: len(p.choices), j] = np.arange(len(p.choices))
             cols = self.encode(rows)[:, self.groups == j]
-            tables[j, : len(rows), : len(rows)] = ((cols[:, None, :] - cols[None, :, :]) ** 2).sum(-1)
+            tables.append(((cols[:, None, :] - cols[None, :, :]) ** 2).sum(-1))
+        for r in self.ratios:
+            value = np.append(r.levels, np.nan)  # the last slot: inactive
+            table = np.subtract.outer(value, value) ** 2
+            active = ~np.isnan(value)
+            table[active[:, None] != active[None, :]] = 1.0
+            table[~active[:, None] & ~active[None, :]] = 0.0
+            tables.append(table)
         return tables
 
     # -- candidate sets --------------------------------------------------------------

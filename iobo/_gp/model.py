@@ -1,10 +1,12 @@
 """The surrogate: a GPyTorch exact GP over the encoded space, and its fit.
 
-Model of standardised ``log(objective)`` over slot rows (choice indices),
-with distances taken from the unit-cube encoding (:mod:`iobo._gp.encoding`):
+Model of standardised ``log(objective)`` over slot rows (choice indices,
+plus the ``log2`` ratios of paired size parameters), with distances taken
+from the unit-cube encoding (:mod:`iobo._gp.encoding`):
 
 - kernel: :class:`AdditiveJointMatern52`, a Matérn-5/2 with one lengthscale
-  per parameter plus an additive (first-order) Matérn-5/2 sharing them;
+  per input (parameter or ratio) plus an additive (first-order) Matérn-5/2
+  sharing them;
 - priors that keep the fit sane on 5-50 points: lengthscales
   ``LogNormal(0.5, 1)`` (median 1.6 unit-cube widths, 2.5% below 0.23:
   neighbouring powers of two are expected to be alike, so few points are
@@ -55,20 +57,31 @@ class AdditiveJointMatern52(gpytorch.kernels.Kernel):
     close to a product of per-layer factors, so its log is close to a sum,
     and an effect seen in one region is expected elsewhere.
 
-    Inputs are *slot* rows (``n x p``, float-typed choice indices, see
+    Inputs are *slot* rows (``n x p``, float-typed slot indices, see
     :meth:`Encoding.slots`); tables: squared unit-cube distances between
-    slots (``p x M x M``, :meth:`Encoding.distance_tables`).  Working on
-    slots, each parameter's Matérn values form a tiny ``M x M`` table,
-    computed once per hyperparameter setting and looked up by a matrix
-    product, instead of ``n x m x p`` exponentials.
+    one input's slots (``p`` tables, ``w_j x w_j``,
+    :meth:`Encoding.distance_tables`).  Working on slots, each input's
+    Matérn values form a tiny table, computed once per hyperparameter
+    setting and looked up by a matrix product, instead of ``n x m x p``
+    exponentials.  The tables sit on the diagonal of one ``W x W`` block
+    matrix (``W = sum w_j``), so inputs of different widths cost only their
+    own slots.
     """
 
-    def __init__(self, tables: np.ndarray):
+    def __init__(self, tables):
         super().__init__()
-        n_params, size, _ = tables.shape
-        self.width = size  # M: slots per parameter table
-        self.register_buffer("tables", torch.as_tensor(tables, dtype=torch.float64))
-        self.register_buffer("offsets", torch.arange(n_params) * size * size)
+        widths = [len(t) for t in tables]
+        n_params, size = len(widths), sum(widths)
+        offsets = np.concatenate([[0], np.cumsum(widths)[:-1]]).astype(np.int64)
+        distances = np.zeros((size, size))
+        owner = np.full((size, size), n_params)  # input of each entry; n_params: off every block
+        for j, (table, start) in enumerate(zip(tables, offsets)):
+            block = slice(start, start + widths[j])
+            distances[block, block] = table
+            owner[block, block] = j
+        self.register_buffer("distances", torch.as_tensor(distances, dtype=torch.float64))
+        self.register_buffer("owner", torch.as_tensor(owner))
+        self.register_buffer("offsets", torch.as_tensor(offsets))
         for name, count, prior in (
             ("lengthscale", n_params, LogNormalPrior(0.5, 1.0)),
             ("additive_scale", 1, LogNormalPrior(math.log(0.5), 1.0)),
@@ -94,27 +107,43 @@ class AdditiveJointMatern52(gpytorch.kernels.Kernel):
 
     def prepare(self, x1: torch.Tensor, x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """What :meth:`covariance` needs of two slot-row sets, fixed by the inputs alone:
-        ``x1`` as long indices (``n x p``) and ``x2`` one-hot per parameter (``m x pM``)."""
-        n_params = self.tables.shape[0]
-        flat = x2.long() + torch.arange(n_params) * self.width
-        onehot = torch.zeros(x2.shape[0], n_params * self.width, dtype=torch.float64)
-        return x1.long(), onehot.scatter_(1, flat, 1.0)
+        ``x1`` as block-matrix rows (``n x p``) and ``x2`` one-hot over the block columns (``m x W``)."""
+        return self.rows(x1), self.onehot(x2)
+
+    def rows(self, x: torch.Tensor) -> torch.Tensor:
+        """Slot rows ``x`` (``m x p``) as rows of the block matrix (``m x p``)."""
+        return x.long() + self.offsets
+
+    def onehot(self, x: torch.Tensor) -> torch.Tensor:
+        """Slot rows ``x`` (``m x p``) one-hot over the block matrix's columns (``m x W``)."""
+        onehot = torch.zeros(x.shape[0], self.distances.shape[0], dtype=torch.float64)
+        return onehot.scatter_(1, x.long() + self.offsets, 1.0)
+
+    def left(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Block-matrix rows ``rows`` (``n x p``, from :meth:`rows`) summed over inputs, at the
+        current hyperparameters: Matérn values and squared scaled distances (each ``n x W``).
+
+        The blocks are disjoint, so the sum lays the ``p`` looked-up table
+        rows side by side; times a one-hot (:meth:`onehot`) it picks and sums
+        one entry per input (:meth:`combine`).
+        """
+        n_params = self.offsets.shape[0]
+        inverse_sq = torch.cat([self.value("lengthscale").square().reciprocal(), torch.zeros(1, dtype=torch.float64)])
+        scaled = self.distances * inverse_sq[self.owner]  # W x W: squared scaled distances, 0 off the blocks
+        inside = (self.owner < n_params).to(torch.float64)
+        return (matern52(scaled) * inside)[rows].sum(1), scaled[rows].sum(1)
+
+    def combine(self, left: tuple[torch.Tensor, torch.Tensor], onehot: torch.Tensor) -> torch.Tensor:
+        """Covariance (``n x m``) of the rows behind ``left`` (:meth:`left`) and the slot rows behind ``onehot``."""
+        n_params = self.offsets.shape[0]
+        additive, scaled = left
+        return (self.value("additive_scale") * (additive @ onehot.T) / n_params
+                + self.value("joint_scale") * matern52(scaled @ onehot.T / n_params))
 
     def covariance(self, prepared: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        """Covariance (``n x m``) of inputs :meth:`prepare` d.
-
-        Row ``a`` of parameter ``j``'s table, times the one-hot of slot ``b``,
-        picks entry ``[a, b]``: a sum over parameters of table lookups is one
-        matrix product (``n x pM`` by ``pM x m``).
-        """
-        index, onehot = prepared
-        n_params = self.tables.shape[0]
-        inverse_sq = self.value("lengthscale").square().reciprocal()
-        scaled = self.tables * inverse_sq[:, None, None]  # p x M x M: squared scaled distances
-        params = torch.arange(n_params)
-        additive = matern52(scaled)[params, index].flatten(-2) @ onehot.T / n_params
-        joint = matern52(scaled[params, index].flatten(-2) @ onehot.T / n_params)
-        return self.value("additive_scale") * additive + self.value("joint_scale") * joint
+        """Covariance (``n x m``) of inputs :meth:`prepare` d."""
+        rows, onehot = prepared
+        return self.combine(self.left(rows), onehot)
 
     def forward(self, x1: torch.Tensor, x2: torch.Tensor, diag: bool = False, **params) -> torch.Tensor:
         """Covariance ``n x m`` of slot rows ``x1`` (``n x p``) and ``x2`` (``m x p``); ``n`` with ``diag``."""
@@ -126,7 +155,7 @@ class AdditiveJointMatern52(gpytorch.kernels.Kernel):
 class ExactGP(gpytorch.models.ExactGP):
     """Constant mean, additive-plus-joint Matérn-5/2, Gaussian noise (all learned)."""
 
-    def __init__(self, x: torch.Tensor, y: torch.Tensor, tables: np.ndarray):
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, tables):
         likelihood = gpytorch.likelihoods.GaussianLikelihood(
             noise_prior=LogNormalPrior(math.log(0.1), 1.0), noise_constraint=GreaterThan(NOISE_FLOOR)
         )
@@ -186,10 +215,10 @@ def neg_log_posterior(model: ExactGP, x: torch.Tensor, y: torch.Tensor, prepared
     return -(log_lik + _log_prior(model)) / n
 
 
-def fit(x: np.ndarray, y: np.ndarray, tables: np.ndarray, warm: np.ndarray | None = None, maxiter: int = 200) -> "Posterior":
+def fit(x: np.ndarray, y: np.ndarray, tables, warm: np.ndarray | None = None, maxiter: int = 200) -> "Posterior":
     """MAP fit of the GP to slot rows ``x`` (``n x p``) and ``y`` (``n``, standardised).
 
-    tables: the encoding's squared distances between slots (``p x M x M``);
+    tables: the encoding's squared distances between slots (one ``w_j x w_j`` per input);
     warm: raw hyperparameters of an earlier fit of the same encoding (from
     :attr:`Posterior.theta`), the starting point when given; maxiter: L-BFGS-B
     iterations at most (0: keep ``warm`` as it is, only condition on the data).
@@ -241,7 +270,8 @@ class Posterior:
 
     def __post_init__(self) -> None:
         with torch.no_grad():
-            k = self.kernel.forward(self.x, self.x) + torch.diag(self.noise)
+            self._left = self.kernel.left(self.kernel.rows(self.x))  # fixed per posterior
+            k = self.kernel.combine(self._left, self.kernel.onehot(self.x)) + torch.diag(self.noise)
             self._chol = torch.linalg.cholesky(k)
             self._alpha = torch.cholesky_solve((self.y - self.mean).unsqueeze(-1), self._chol).squeeze(-1)
             self._prior_var = self.kernel.variance
@@ -258,7 +288,7 @@ class Posterior:
         with torch.no_grad():
             for start in range(0, xc.shape[0], batch):
                 part = xc[start : start + batch]
-                kxc = self.kernel.forward(self.x, part)
+                kxc = self.kernel.combine(self._left, self.kernel.onehot(part))
                 means.append(self.mean + kxc.T @ self._alpha)
                 v = torch.linalg.solve_triangular(self._chol, kxc, upper=False)
                 variances.append((self._prior_var - v.square().sum(0)).clamp_min(1e-12))

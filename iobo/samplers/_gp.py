@@ -5,7 +5,9 @@ It turns a study's trials into index rows of an
 
 - the relative search space is every categorical parameter any trial has
   suggested (a union, so conditional parameters take part); which parameter
-  depends on which value is inferred from the completed trials;
+  depends on which value is inferred from the completed trials; size
+  parameters that act through their ratio (``cb_buffer_size`` and
+  ``striping_unit``...) also enter the GP as that ratio;
 - COMPLETE trials with a positive finite value are the data, modelled as
   ``log(value)`` (negated when minimising); FAIL and PRUNED trials, and
   COMPLETE ones with a non-positive value, are left out of the model and
@@ -35,6 +37,7 @@ from optuna.trial import FrozenTrial, TrialState
 from iobo._errors import ConfigError
 from iobo._gp.design import latin_index
 from iobo._gp.encoding import Encoding, infer_conditions, same_choice
+from iobo.space import SIZE_RATIOS
 
 REFIT_GROWTH = 1.1  # re-optimise the GP hyperparameters when the data grew by 10%
 
@@ -63,7 +66,12 @@ class GPSampler(BaseSampler):
     default: never; benchmarks with CV 20-40% found new configurations the
     better use of a run, and the tuner re-measures its final pick anyway);
     max_enumerate: spaces of at most this many configurations
-    have their acquisition maximised exactly, larger ones by local search.
+    have their acquisition maximised exactly, larger ones by local search;
+    ratios: ``(first, second)`` parameter pairs that act through their
+    ratio, each modelled as one more GP input ``log2(first / second)``
+    (default :data:`iobo.space.SIZE_RATIOS`; ``()`` for none; pairs whose
+    parameters are not both in the study, or not positive numbers, are
+    left out).
     """
 
     def __init__(
@@ -74,6 +82,7 @@ class GPSampler(BaseSampler):
         initial_params: Sequence[Mapping[str, Any]] = (),
         max_repeats: int = 1,
         max_enumerate: int = 100_000,
+        ratios: Sequence[tuple[str, str]] = SIZE_RATIOS,
     ) -> None:
         if seed is not None:
             _check_int("seed", seed, 0, "pass a non-negative integer or None")
@@ -87,7 +96,16 @@ class GPSampler(BaseSampler):
                 "wrap a single configuration in a list"
             )
         self._initial = [dict(p) for p in initial_params]
+        if isinstance(ratios, (str, Mapping)) or not all(
+            isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(n, str) for n in pair) for pair in ratios
+        ):
+            raise ConfigError(
+                f"GPSampler ratios must be a sequence of (first, second) parameter-name pairs; got {ratios!r}; "
+                "e.g. [('cb_buffer_size', 'striping_unit')], or () for none"
+            )
+        self._ratios = tuple(tuple(pair) for pair in ratios)
         self._warm: dict[tuple, tuple[np.ndarray, int]] = {}  # encoding -> (hyperparameters, runs they were fitted on)
+        self._seen: dict[str, tuple[int, dict, set]] = {}  # study -> (finished trials read, space, conflicting)
 
     # -- Optuna's sampler interface --------------------------------------------------
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
@@ -183,18 +201,32 @@ class GPSampler(BaseSampler):
             if t.number < trial.number and "fixed_params" not in t.system_attrs
         )
 
-    @staticmethod
-    def _search_space(study: Study) -> dict[str, BaseDistribution]:
+    def _search_space(self, study: Study) -> dict[str, BaseDistribution]:
         """Every categorical parameter seen, in name order; those seen with two different
-        distributions are left to independent sampling."""
-        space: dict[str, BaseDistribution] = {}
-        conflicting: set[str] = set()
-        for t in study.get_trials(deepcopy=False):
+        distributions are left to independent sampling.
+
+        Finished trials never change, so what the leading run of them says is
+        kept per study and only later trials are read again.
+        """
+        trials = study.get_trials(deepcopy=False)
+        done, space, conflicting = self._seen.get(study.study_name, (0, {}, set()))
+        if done > len(trials):  # another study of the same name
+            done, space, conflicting = 0, {}, set()
+        space, conflicting = dict(space), set(conflicting)
+
+        def add(t: FrozenTrial) -> None:
             for name, dist in t.distributions.items():
                 if not isinstance(dist, CategoricalDistribution):
                     conflicting.add(name)
-                elif space.setdefault(name, dist) != dist:
+                elif space.setdefault(name, dist) is not dist and space[name] != dist:
                     conflicting.add(name)
+
+        while done < len(trials) and trials[done].state.is_finished():
+            add(trials[done])
+            done += 1
+        self._seen[study.study_name] = (done, dict(space), set(conflicting))
+        for t in trials[done:]:
+            add(t)
         return {name: space[name] for name in sorted(space) if name not in conflicting}
 
     def _data(self, study: Study, search_space: Mapping[str, BaseDistribution], exclude: int = -1):
@@ -203,7 +235,7 @@ class GPSampler(BaseSampler):
         trials = [t for t in study.get_trials(deepcopy=False) if t.number != exclude]
         complete = [t for t in trials if self._usable(t)]
         conditions = infer_conditions(names, [t.params for t in complete])
-        encoding = Encoding({n: search_space[n].choices for n in names}, conditions)
+        encoding = Encoding({n: search_space[n].choices for n in names}, conditions, self._ratios)
 
         def rows(ts: list[FrozenTrial], params=lambda t: t.params) -> np.ndarray:
             out = [encoding.to_row({n: v for n, v in params(t).items() if n in search_space}) for t in ts]
@@ -224,7 +256,7 @@ class GPSampler(BaseSampler):
         100 trials), otherwise kept and the GP only conditioned on the new runs."""
         from iobo._gp.propose import fit
 
-        key = tuple((p.name, len(p.choices)) for p in encoding.params)
+        key = (tuple((p.name, len(p.choices)) for p in encoding.params), encoding.ratio_names)
         theta, fitted_at = self._warm.get(key, (None, 0))
         n = len(data["y"])
         optimise = n >= REFIT_GROWTH * fitted_at

@@ -98,3 +98,44 @@ def test_size_of_the_full_io_stack_space_matches_space_size():
     enc = Encoding({p.name: p.values for p in space}, {p.name: p.active_if for p in space if p.active_if})
     assert enc.size() == space.size()
     assert math.isclose(enc.size(), space.size())
+
+
+def _ratio_space(ratios=(("cb_buffer_size", "striping_unit"),)) -> Encoding:
+    space = io_stack_space().select(["cb_buffer_size", "striping_unit", "romio_cb_write"])
+    return Encoding({p.name: p.values for p in space}, ratios=ratios)
+
+
+def test_a_ratio_is_one_more_gp_input_where_matched_sizes_coincide():
+    enc = _ratio_space()
+    assert enc.ratio_names == ("cb_buffer_size/striping_unit",)
+    pairs = ((MiB, MiB), (8 * MiB, 8 * MiB), (8 * MiB, MiB))
+    rows = np.array([enc.to_row({"cb_buffer_size": b, "striping_unit": u, "romio_cb_write": "enable"}) for b, u in pairs])
+    slots = enc.slots(rows)
+    assert slots.shape == (3, 4)  # 3 parameters + 1 ratio
+    ratio = enc.distance_tables()[3]
+    # both matched pairs have ratio 1: distance 0 in the ratio input; the 8:1 pair is 3 of 14 log2 steps away
+    assert ratio[slots[0, 3], slots[1, 3]] == 0.0
+    span = math.log2(128) + (math.log2(128) + 1)  # differences run from 1 MiB / 128 MiB to 128 MiB / unset (0.5 MiB)
+    assert ratio[slots[0, 3], slots[2, 3]] == pytest.approx((3 / span) ** 2)
+    # the parameter inputs themselves are unchanged
+    assert np.array_equal(slots[:, :3], rows)
+
+
+def test_an_inactive_side_makes_the_ratio_inactive_at_distance_one():
+    space = io_stack_space().select(["layout", "chunk_size", "striping_unit"])
+    enc = Encoding({p.name: p.values for p in space}, {"chunk_size": ("layout", "chunked")},
+                   ratios=[("chunk_size", "striping_unit")])
+    contiguous = enc.to_row({"layout": "contiguous", "striping_unit": MiB})
+    other = enc.to_row({"layout": "contiguous", "striping_unit": 4 * MiB})
+    chunked = enc.to_row({"layout": "chunked", "chunk_size": MiB, "striping_unit": MiB})
+    slots = enc.slots(np.array([contiguous, other, chunked]))
+    ratio = enc.distance_tables()[3]
+    assert ratio[slots[0, 3], slots[1, 3]] == 0.0
+    assert ratio[slots[0, 3], slots[2, 3]] == 1.0
+
+
+def test_ratios_of_absent_or_nominal_parameters_are_left_out():
+    enc = _ratio_space(ratios=[("cb_buffer_size", "striping_unit"), ("cb_nodes", "striping_factor"),
+                               ("romio_cb_write", "striping_unit"), ("cb_buffer_size", "striping_unit")])
+    assert enc.ratio_names == ("cb_buffer_size/striping_unit",)
+    assert len(enc.distance_tables()) == 4

@@ -1,6 +1,7 @@
 """iobo.samplers.GPSampler through Optuna's ask/tell interface."""
 
 import math
+import re
 import subprocess
 import sys
 
@@ -153,6 +154,32 @@ def test_every_io_stack_parameter_type_and_the_conditional_chunk_size():
     assert params["transfer_mode"] == "collective" and params["layout"] == "contiguous"
 
 
+def test_the_search_space_follows_trials_added_after_it_was_read():
+    sampler = GPSampler(seed=0, n_startup_trials=2)
+    study = run(sampler, 4)
+    assert list(sampler.infer_relative_search_space(study, study.trials[-1])) == sorted(SPACE)
+    running = study.ask()  # unfinished: read again every time
+    running.suggest_categorical("layout", ("contiguous", "chunked"))
+    assert "layout" in sampler.infer_relative_search_space(study, running)
+    study.add_trial(create_trial(params={"buffer": 3}, distributions={"buffer": CategoricalDistribution((1, 3))},
+                                 value=1.0))
+    assert "buffer" not in sampler.infer_relative_search_space(study, running)  # two different distributions
+
+
+def test_ratio_inputs_are_used_where_both_parameters_are_tuned():
+    space = io_stack_space().select(["cb_buffer_size", "striping_unit", "romio_cb_write"])
+    study = optuna.create_study(direction="maximize", sampler=GPSampler(seed=0, n_startup_trials=3))
+    for _ in range(5):
+        trial = study.ask()
+        config = {p.name: trial.suggest_categorical(p.name, p.values) for p in space}
+        study.tell(trial, 100.0 * (2.0 if config["cb_buffer_size"] == (config["striping_unit"] or 2**20) else 1.0))
+    sampler = study.sampler
+    encoding, _ = sampler._data(study, sampler.infer_relative_search_space(study, study.trials[-1]))
+    assert encoding.ratio_names == ("cb_buffer_size/striping_unit",)
+    encoding, _ = GPSampler(seed=0, ratios=())._data(study, sampler.infer_relative_search_space(study, study.trials[-1]))
+    assert encoding.ratio_names == ()
+
+
 def test_incumbent_prefers_the_consistent_configuration_over_one_lucky_run():
     dists = {n: CategoricalDistribution(v) for n, v in SPACE.items()}
     study = optuna.create_study(direction="maximize", sampler=GPSampler(seed=0))
@@ -187,10 +214,12 @@ def test_minimize_models_log_time():
         ({"max_repeats": 0}, "max_repeats must be an integer >= 1; got 0"),
         ({"max_enumerate": True}, "max_enumerate must be an integer >= 1; got True"),
         ({"initial_params": {"stripes": 4}}, "wrap a single configuration in a list"),
+        ({"ratios": ("cb_buffer_size", "striping_unit")}, "ratios must be a sequence of (first, second)"),
+        ({"ratios": [("cb_nodes",)]}, "got [('cb_nodes',)]"),
     ],
 )
 def test_invalid_arguments_raise_config_error(kwargs, fragment):
-    with pytest.raises(ConfigError, match=fragment.replace(".", r"\.").replace("(", r"\(")):
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
         GPSampler(**kwargs)
 
 
