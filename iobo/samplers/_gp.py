@@ -13,7 +13,9 @@ It turns a study's trials into index rows of an
   COMPLETE ones with a non-positive value, are left out of the model and
   never proposed again; RUNNING trials are pending points;
 - until ``n_startup_trials`` distinct configurations have completed, the
-  user's ``initial_params`` and then a Latin hypercube are suggested;
+  user's ``initial_params`` and then a Latin hypercube are suggested (a
+  hypercube point already measured is replaced by the same point of the
+  next hypercube);
   enqueued trials (the tuner's default runs) come first as Optuna runs them.
 
 torch, gpytorch and the GP modules are imported on first use only; while
@@ -40,6 +42,7 @@ from iobo._gp.encoding import Encoding, infer_conditions, same_choice
 from iobo.space import SIZE_RATIOS
 
 REFIT_GROWTH = 1.1  # re-optimise the GP hyperparameters when the data grew by 10%
+STARTUP_BLOCKS = 20  # hypercubes tried for a start-up point that was not measured yet
 
 if TYPE_CHECKING:
     from optuna.study import Study
@@ -106,12 +109,11 @@ class GPSampler(BaseSampler):
         self._ratios = tuple(tuple(pair) for pair in ratios)
         self._warm: dict[tuple, tuple[np.ndarray, int]] = {}  # encoding -> (hyperparameters, runs they were fitted on)
         self._seen: dict[str, tuple[int, dict, set]] = {}  # study -> (finished trials read, space, conflicting)
+        self._startup_block: dict[int, int] = {}  # trial number -> hypercube its start-up point was taken from
 
     # -- Optuna's sampler interface --------------------------------------------------
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         self._check_direction(study)
-        if self._in_startup(study):
-            return {}
         return self._search_space(study)
 
     def sample_relative(
@@ -120,6 +122,8 @@ class GPSampler(BaseSampler):
         fixed = trial.system_attrs.get("fixed_params", {})
         if not search_space or all(name in fixed for name in search_space):
             return {}
+        if self._in_startup(study):
+            return self._startup_config(study, trial, search_space)
         from threadpoolctl import threadpool_limits
 
         from iobo._gp.propose import propose
@@ -136,14 +140,33 @@ class GPSampler(BaseSampler):
     ) -> Any:
         if isinstance(param_distribution, CategoricalDistribution) and self._in_startup(study):
             j = self._startup_index(study, trial)
-            choices = param_distribution.choices
-            if j < len(self._initial) and param_name in self._initial[j]:
-                value = self._initial[j][param_name]
-                if any(same_choice(value, c) for c in choices):
-                    return value
-            return choices[latin_index(self._seed, param_name, len(choices), j, self._n_startup)]
+            return self._startup_value(param_name, param_distribution.choices, j, self._startup_block.get(trial.number, 0))
         random = RandomSampler(seed=int(np.random.default_rng([self._seed, trial.number, 1]).integers(2**31)))
         return random.sample_independent(study, trial, param_name, param_distribution)
+
+    # -- the start-up design ---------------------------------------------------------
+    def _startup_value(self, name: str, choices: Sequence[Any], j: int, block: int) -> Any:
+        """Parameter ``name`` of start-up point ``j``: the user's initial value, else the
+        Latin hypercube's, taken ``block`` hypercubes further on (to avoid a measured point)."""
+        if block == 0 and j < len(self._initial) and name in self._initial[j]:
+            value = self._initial[j][name]
+            if any(same_choice(value, c) for c in choices):
+                return value
+        return choices[latin_index(self._seed, name, len(choices), j + block * self._n_startup, self._n_startup)]
+
+    def _startup_config(self, study: Study, trial: FrozenTrial, search_space: Mapping[str, BaseDistribution]):
+        """Start-up point of the parameters seen so far, not one measured, pending or failed already
+        (the default runs, an earlier point): the same point of a later hypercube instead.  The
+        user's initial points are taken as given."""
+        j = self._startup_index(study, trial)
+        encoding, data = self._data(study, search_space, exclude=trial.number)
+        taken = {tuple(r) for part in ("rows", "pending", "failed") for r in data[part].tolist()}
+        for block in range(STARTUP_BLOCKS):
+            config = {name: self._startup_value(name, d.choices, j, block) for name, d in search_space.items()}
+            if j < len(self._initial) or tuple(encoding.to_row(config).tolist()) not in taken:
+                break
+        self._startup_block[trial.number] = block
+        return config
 
     # -- the incumbent --------------------------------------------------------------
     def incumbent(self, study: Study) -> tuple[dict[str, Any], float]:

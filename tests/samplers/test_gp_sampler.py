@@ -79,6 +79,17 @@ def test_startup_is_a_latin_hypercube_after_enqueued_defaults():
     assert len(set(startup)) == 4
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_startup_points_skip_configurations_already_measured(seed):
+    tiny = {"mode": ("independent", "collective"), "cb_write": ("automatic", "enable", "disable")}
+    study = optuna.create_study(direction="maximize", sampler=GPSampler(seed=seed, n_startup_trials=6))
+    study.enqueue_trial({"mode": "independent", "cb_write": "automatic"})
+    for _ in range(6):  # the default, then 5 start-up points: all 6 configurations once each
+        trial = study.ask()
+        study.tell(trial, float(len({name: trial.suggest_categorical(name, values) for name, values in tiny.items()})))
+    assert len({tuple(t.params.values()) for t in study.trials}) == 6
+
+
 def test_initial_params_come_first():
     guess = {"stripes": 16, "buffer": 8, "mode": "collective", "cb_write": "enable"}
     study = run(GPSampler(seed=0, initial_params=[guess]), 2)
