@@ -182,11 +182,11 @@ def run_kernel(job: KernelJob, on_step: Callable[[dict], bool | None] | None = N
         started = time.monotonic()
         callbacks = [f for f in (job.on_step, on_step) if f is not None]
         step = (lambda event: any([bool(f(event)) for f in callbacks])) if callbacks else None
-        lines, stderr, code, timed_out, pruned = _run(command, trial_dir, job.timeout_s, step)
+        lines, stderr, code, timed_out, pruned_after = _run(command, trial_dir, job.timeout_s, step)
         wall_s = time.monotonic() - started
-        if pruned:
+        if pruned_after is not None:
             raise KernelPruned(
-                f"kernel {spec.name!r} was pruned after {sum(_step_event(line) is not None for line in lines)} step(s) "
+                f"kernel {spec.name!r} was pruned after {pruned_after} step(s) "
                 f"({wall_s:.1f} s): slower than the other trials at the same step",
                 command=command, returncode=code, stdout_tail=_tail(lines), workdir=str(trial_dir),
             )
@@ -250,9 +250,11 @@ def _die_with_parent() -> None:
 
 
 def _run(command, cwd, timeout_s, on_step):
-    """Start ``command`` in its own process group; return (stdout lines, stderr lines, code, timed_out, pruned).
+    """Start ``command`` in its own process group; return (stdout lines, stderr lines, code, timed_out, pruned_after).
 
-    pruned: ``on_step`` returned True for a step, and the job was killed then.
+    pruned_after: ``None``, or the number of steps reported when ``on_step``
+    returned True and the job was killed (steps the kernel printed while
+    dying are in the lines, not in this count).
     """
     try:
         proc = subprocess.Popen(
@@ -263,20 +265,23 @@ def _run(command, cwd, timeout_s, on_step):
         raise ConfigError(f"cannot start {command[0]!r}: {exc}; is it installed and on PATH?") from None
     stdout: list[str] = []
     stderr: list[str] = []
-    pruned = threading.Event()
+    pruned_after: list[int] = []  # set once, by the stdout reader
+    steps = 0
 
     def pump_stdout():
+        nonlocal steps
         for line in proc.stdout:
             stdout.append(line)
-            event = _step_event(line) if on_step and not pruned.is_set() else None
+            event = _step_event(line) if on_step and not pruned_after else None
             if event is not None:
+                steps += 1
                 try:
                     stop = on_step(event)
                 except Exception as exc:  # a failing callback must not lose the run
                     stderr.append(f"iobo: step callback failed: {exc!r}\n")
                     continue
                 if stop:
-                    pruned.set()
+                    pruned_after.append(steps)
                     _kill_group(proc)
 
     def pump_stderr():
@@ -298,7 +303,7 @@ def _run(command, cwd, timeout_s, on_step):
         raise
     for reader in readers:
         reader.join(timeout=5)
-    return stdout, stderr, proc.returncode, timed_out, pruned.is_set()
+    return stdout, stderr, proc.returncode, timed_out, (pruned_after[0] if pruned_after else None)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -71,7 +71,7 @@ def test_a_pruned_kernel_is_killed_and_its_files_removed(scratch):
     job = KernelJob("vpic", {}, ranks=2, workdir=str(scratch), options=options)
     full = run_kernel(job)
     stop = StopAtFirstStep()
-    with pytest.raises(KernelPruned, match="pruned after"):
+    with pytest.raises(KernelPruned, match="pruned after 1 step"):
         run_kernel(job, on_step=stop)
     assert stop.steps == 1  # no more steps were asked about once it said stop
     assert list(scratch.iterdir()) == []  # the trial directory is gone
