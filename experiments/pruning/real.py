@@ -171,21 +171,26 @@ def one_seed(seed: int, args, base: Path, pruners: list[str]) -> dict[str, dict]
     return figures
 
 
+def add_run_arguments(parser: argparse.ArgumentParser, seeds: int) -> None:
+    """The options of the tuning runs (what :func:`run_arm` reads), shared with ``replay.py``."""
+    parser.add_argument("--seeds", type=int, default=seeds)
+    parser.add_argument("--trials", type=int, default=20, help="trials per study, the 3 default runs included")
+    parser.add_argument("--steps", type=int, default=8, help="timesteps per kernel run (one write each)")
+    parser.add_argument("--particles", type=int, default=2 * 2**20,
+                        help="particles per rank: 32 bytes each per step (default 2 Mi: 128 MiB per step on 2 ranks)")
+    parser.add_argument("--timeout", type=float, default=180.0, help="per-trial limit in seconds")
+    parser.add_argument("--workdir", default="/var/tmp/iobo-pruning-real",
+                        help="where the kernels write (a local disk, not tmpfs); a fresh directory inside it is "
+                        "removed at the end")
+
+
 def main(argv=None) -> int:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--trials", type=int, default=20, help="trials per arm, the 3 default runs included")
-    parser.add_argument("--steps", type=int, default=8, help="timesteps per kernel run (one write each)")
-    parser.add_argument("--particles", type=int, default=2 * 2**20,
-                        help="particles per rank: 32 bytes each per step (default 2 Mi: 128 MiB per step on 2 ranks)")
+    add_run_arguments(parser, seeds=3)
     parser.add_argument("--pruners", default="median", help=f"comma-separated, of {', '.join(PRUNERS)}")
-    parser.add_argument("--timeout", type=float, default=180.0, help="per-trial limit in seconds")
-    parser.add_argument("--workdir", default="/var/tmp/iobo-pruning-real",
-                        help="where the kernels write (a local disk, not tmpfs); a fresh directory inside it is "
-                        "removed at the end")
     args = parser.parse_args(argv)
     pruners = args.pruners.split(",")
     Path(args.workdir).mkdir(parents=True, exist_ok=True)

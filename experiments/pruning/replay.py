@@ -143,12 +143,7 @@ def main(argv=None) -> int:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, default=8)
-    parser.add_argument("--trials", type=int, default=20, help="trials per study, the 3 default runs included")
-    parser.add_argument("--steps", type=int, default=8, help="timesteps per kernel run (one write each)")
-    parser.add_argument("--particles", type=int, default=2 * 2**20, help="particles per rank (128 MiB per step)")
-    parser.add_argument("--timeout", type=float, default=180.0, help="per-trial limit in seconds")
-    parser.add_argument("--workdir", default="/var/tmp/iobo-pruning-real", help="where the kernels write (local disk)")
+    real.add_run_arguments(parser, seeds=8)
     parser.add_argument("--record", help="save the recordings to this JSON file")
     parser.add_argument("--from", dest="source", help="replay recordings saved by --record instead of running")
     args = parser.parse_args(argv)
