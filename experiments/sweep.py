@@ -100,6 +100,19 @@ def columns(grid: dict) -> list[str]:
     return names
 
 
+def measure(table: dict, values: dict, repeats: int) -> list[float]:
+    """One MPI job of ``table``'s kernel on ``values``: its ``repeats`` timed runs, MB/s."""
+    job = KernelJob(kernel=kernels.get(table["kernel"]), values=values, ranks=table["ranks"],
+                    workdir=table["workdir"], options={**table["options"], "repeats": repeats}, timeout_s=600)
+    return run_kernel(job)["result"]["repeats_mb_per_s"]
+
+
+def machine() -> dict:
+    """Where a table was measured, for its sidecar."""
+    return {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
+            "load_avg_at_end": os.getloadavg()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--table", choices=sorted(TABLES), required=True)
@@ -131,26 +144,23 @@ def main() -> None:
         writer = csv.writer(handle)
         writer.writerow([*names, "repeat", "mb_per_s"])
         for i, (sweep, values) in enumerate(order):
-            job = KernelJob(kernel=spec, values=values, ranks=table["ranks"], workdir=str(workdir),
-                            options={**table["options"], "repeats": args.repeats}, timeout_s=600)
             try:
-                result = run_kernel(job)["result"]
+                runs = measure(table, values, args.repeats)
             except Exception as exc:  # recorded as missing; the sweep goes on
                 failures += 1
                 print(f"[{i + 1}/{len(order)}] FAILED {values}: {exc}", file=sys.stderr)
                 continue
-            for repeat, mb_per_s in enumerate(result["repeats_mb_per_s"], start=sweep * args.repeats):
+            for repeat, mb_per_s in enumerate(runs, start=sweep * args.repeats):
                 writer.writerow([values.get(n, "") for n in names] + [repeat, f"{mb_per_s:.1f}"])
             handle.flush()
-            median = sorted(result["repeats_mb_per_s"])[len(result["repeats_mb_per_s"]) // 2]
+            median = sorted(runs)[len(runs) // 2]
             print(f"[{i + 1}/{len(order)}] {median:8.0f} MB/s  {values}", flush=True)
     meta = {
         "table": args.out or args.table, "grid_of": args.table, "kernel": table["kernel"], "ranks": table["ranks"],
         "options": table["options"], "workdir": table["workdir"], "passes": args.passes,
         "repeats": args.repeats * args.passes, "repeats_per_job": args.repeats, "configurations": len(configs),
         "failed": failures, "default": default_of(spec.space(), names), "grid": {"+".join(k) if isinstance(k, tuple) else k: v for k, v in table["grid"].items()},
-        "machine": {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
-                    "load_avg_at_end": os.getloadavg()},
+        "machine": machine(),
         "started_unix": started, "wall_seconds": round(time.time() - started, 1),
         "note": "measured on a shared 2-core machine while other jobs ran; noise is part of the table",
     }

@@ -4,6 +4,7 @@ Run from the repository root::
 
     .venv/bin/python experiments/sampler/bench.py --seeds 20            # synthetic problems
     .venv/bin/python experiments/sampler/bench.py --tables experiments/tables/*.csv
+    .venv/bin/python experiments/sampler/bench.py --wide-tables experiments/tables/vpic-tmpfs-3pass.csv
     .venv/bin/python experiments/sampler/bench.py --emulated-table     # exercises the table path
 
 Printed per problem, for each optimizer over the seeds: median [IQR] of the
@@ -46,9 +47,12 @@ TIMING_AT = (25, 50, 100)
 
 @functools.cache
 def _problem(spec: str) -> problems.Problem:
-    """``synthetic:NAME`` or ``table:PATH``."""
+    """``synthetic:NAME``, ``table:PATH``, or ``wide:PATH`` (the table plus ``problems.INERT``)."""
     kind, _, name = spec.partition(":")
-    return problems.synthetic(name) if kind == "synthetic" else problems.load_table(name)
+    if kind == "synthetic":
+        return problems.synthetic(name)
+    table = problems.load_table(name)
+    return problems.widen(table) if kind == "wide" else table
 
 
 def _task(args: tuple[str, str, int, int, dict]):
@@ -153,6 +157,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=int, default=50)
     parser.add_argument("--problems", default=",".join(problems.SYNTHETIC), help="synthetic problems, comma-separated ('' for none)")
     parser.add_argument("--tables", nargs="*", default=[], help="recorded sweeps (CSV)")
+    parser.add_argument("--wide-tables", nargs="*", default=[],
+                        help="recorded sweeps (CSV) plus the parameters of problems.INERT, which do not matter there")
     parser.add_argument("--emulated-table", action="store_true", help="also a table written from a model (harness check)")
     parser.add_argument("--optimizers", default="random,ga,tpe,optuna-gp,iobo-gp")
     parser.add_argument("--timing-seeds", type=int, default=3, help="0 to skip the CPU timing")
@@ -161,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     specs = [f"synthetic:{n}" for n in args.problems.split(",") if n]
-    specs += [f"table:{p}" for p in args.tables]
+    specs += [f"table:{p}" for p in args.tables] + [f"wide:{p}" for p in args.wide_tables]
     if args.emulated_table:
         path = Path(tempfile.gettempdir()) / "iobo-emulated-sweep.csv"
         specs.append(f"table:{problems.write_emulated_table(path)}")

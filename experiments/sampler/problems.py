@@ -8,6 +8,8 @@ noisy measurement (``measure``).  Two kinds:
   ``repeat`` and ``mb_per_s``).  A measurement draws one recorded repeat of
   the configuration at random, so the noise is the machine's own; the truth
   is the configuration's median.
+- :func:`widen`: a table plus parameters measured to make no difference
+  (a 10-parameter space whose truth and noise are still the machine's).
 - :func:`synthetic`: analytic I/O-like models with interacting parameters and
   interior optima, and multiplicative log-normal noise of a given CV.  Their
   parameters are taken from :func:`iobo.space.io_stack_space`.
@@ -134,6 +136,31 @@ def load_table(path: str | Path, default: Config | None = None) -> Problem:
     return Problem(
         path.stem, choices, conditions, dict(default or first), truth, measure, max(medians.values()),
         note=f"table, {len(runs)} configs, median run-to-run CV {cv:.0%}",
+    )
+
+
+# HDF5 parameters found within noise on this machine's tmpfs (MEASURED.md), and checked again on
+# the vpic table's own workload by experiments/inert_check.py (experiments/results/inert-check.txt)
+INERT = ("meta_block_size", "sieve_buf_size", "mdc_initial_size", "coll_metadata")
+
+
+def widen(problem: Problem, names: Sequence[str] = INERT) -> Problem:
+    """``problem`` plus parameters that change neither its truth nor its noise.
+
+    A real HDF5 space has many knobs of which few matter for a given workload
+    (TunIO's premise for impact-first tuning); a recorded table with the
+    knobs that do not matter added back is that situation with real noise.
+    Their values and defaults are :func:`iobo.space.io_stack_space`'s.
+    """
+    space = io_stack_space()
+    own = tuple(problem.choices)
+    project = lambda config: {n: config[n] for n in own if n in config}  # noqa: E731
+    return Problem(
+        f"{problem.name}+inert", {**problem.choices, **{n: space[n].values for n in names}}, dict(problem.conditions),
+        {**problem.default, **{n: space[n].default for n in names}},
+        lambda config: problem.truth(project(config)),
+        lambda config, rng: problem.measure(project(config), rng),
+        problem.best, note=f"{problem.note} + {len(names)} inert parameters",
     )
 
 

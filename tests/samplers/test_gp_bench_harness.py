@@ -62,3 +62,17 @@ def test_synthetic_optimum_is_known_and_inside_the_space():
     optimum = {"striping_factor": 16, "cb_nodes": 16, "striping_unit": 4 * 2**20, "cb_buffer_size": 4 * 2**20,
                "transfer_mode": "collective", "romio_cb_write": "enable", "layout": "chunked", "chunk_size": 4 * 2**20}
     assert model.truth(optimum) == pytest.approx(model.best)
+
+
+def test_widened_table_adds_parameters_that_change_nothing():
+    table = problems.load_table(FIXTURE)
+    wide = problems.widen(table, ("sieve_buf_size", "coll_metadata"))
+    assert list(wide.choices) == [*table.choices, "sieve_buf_size", "coll_metadata"]
+    assert wide.encoding.size() == table.encoding.size() * len(wide.choices["sieve_buf_size"]) * 2
+    assert wide.default == table.default | {"sieve_buf_size": 65536, "coll_metadata": False}
+    assert wide.best == table.best and wide.conditions == table.conditions
+    config = {"striping_factor": None, "romio_cb_write": "disable", "layout": "chunked", "chunk_size": 1048576}
+    for extra in ({"sieve_buf_size": 65536, "coll_metadata": False}, {"sieve_buf_size": 2**24, "coll_metadata": True}):
+        assert wide.truth(config | extra) == table.truth(config)
+        rng_a, rng_b = np.random.default_rng(3), np.random.default_rng(3)
+        assert [wide.measure(config | extra, rng_a) for _ in range(5)] == [table.measure(config, rng_b) for _ in range(5)]
