@@ -66,9 +66,11 @@ SYNTHETIC_BYTES = 128 * 8 * 2**20 * 32  # assumed bytes per run of a synthetic p
 
 
 def spec_of(name: str) -> str:
-    """``table:PATH`` for a recorded table of experiments/tables, else ``synthetic:NAME``."""
-    path = TABLES / f"{name}.csv"
-    return f"table:{path}" if path.exists() else f"synthetic:{name}"
+    """``table:PATH`` for a recorded table of experiments/tables, ``wide:PATH`` for one named
+    ``TABLE+inert`` (the table plus the parameters of problems.INERT), else ``synthetic:NAME``."""
+    table, wide, _ = name.partition("+inert")
+    path = TABLES / f"{table}.csv"
+    return f"{'wide' if wide else 'table'}:{path}" if path.exists() else f"synthetic:{name}"
 
 
 def bytes_per_run(spec: str) -> tuple[int, str]:
@@ -182,8 +184,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--budget", type=int, default=50)
-    parser.add_argument("--problems", default="chunked8,stack12,vpic-tmpfs-3pass,ior-tmpfs-3pass",
-                        help="synthetic problems or tables of experiments/tables, comma-separated")
+    parser.add_argument("--problems", default="chunked8,stack12,vpic-tmpfs-3pass,ior-tmpfs-3pass,"
+                        "vpic-tmpfs-3pass+inert",
+                        help="synthetic problems or tables of experiments/tables (TABLE+inert: plus problems.INERT), "
+                        "comma-separated")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (the machine has 2 cores)")
     args = parser.parse_args(argv)
 
