@@ -224,13 +224,11 @@ class Tuner:
                 # workers, and each MPI job dies with its worker (launch._die_with_parent).
                 # The interrupt may land anywhere, also between ask() and submit or
                 # between a result and its tell: fail every RUNNING trial this process asked.
-                import optuna
-
                 mine = [t for t in study.get_trials(deepcopy=False, states=(_state("RUNNING"),))
                         if t.user_attrs.get("owner") == _owner() or t.number == self._asked]
-                for trial in mine:
-                    optuna.Trial(study, trial._trial_id).set_user_attr(
-                        "fail_reason", "interrupted: the tuner was stopped while this trial ran")
+                for trial in mine:  # through the storage: an optuna.Trial would run the sampler again
+                    study._storage.set_trial_user_attr(
+                        trial._trial_id, "fail_reason", "interrupted: the tuner was stopped while this trial ran")
                     study.tell(trial.number, state=_state("FAIL"))
                     self._notify("trial_finished", study, study.get_trials(deepcopy=False)[trial.number], 0)
                 self._say(f"interrupted: {len(mine)} running trial(s) marked FAIL; finished trials kept")
@@ -259,8 +257,9 @@ class Tuner:
     def _start(self, study):
         from iobo.pruning import StepReporter
 
-        trial = study.ask()
-        self._asked = trial.number  # known to the interrupt handler before the owner attr is written
+        with _interrupts_deferred():  # ask() creates the RUNNING trial, then samples (a GP fit): seconds
+            trial = study.ask()
+            self._asked = trial.number  # known to the interrupt handler before the owner attr is written
         values = suggest_config(trial, self.space, self.workload)
         # every trial reports its steps (the pruner's median needs the default runs'); only search trials are pruned
         reporter = StepReporter(self.storage, self.study, trial._trial_id, self.pruner,
@@ -431,6 +430,35 @@ def _alive(pid: int) -> bool:
 def _short(values: Mapping[str, Any], limit: int = 6) -> str:
     items = [f"{k}={v}" for k, v in values.items()]
     return ", ".join(items[:limit]) + (" ..." if len(items) > limit else "")
+
+
+class _interrupts_deferred:
+    """Within the block, SIGINT and SIGTERM are held back, then raised as KeyboardInterrupt on leaving it.
+
+    For a step the interrupt handler cannot clean up after if it stops
+    halfway: ``study.ask()`` stores a RUNNING trial before this process
+    knows its number.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __enter__(self):
+        self._caught: list[int] = []
+        self._previous = {}
+        try:
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, lambda number, frame: self._caught.append(number))
+        except ValueError:  # not the main thread: signals are not ours to hold
+            self.__exit__(None, None, None)
+        return self
+
+    def __exit__(self, *exc):
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+        if self._caught:
+            self._caught = []
+            raise KeyboardInterrupt
 
 
 class _sigterm_as_interrupt:

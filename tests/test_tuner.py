@@ -151,3 +151,27 @@ def test_a_study_made_for_another_workload_is_not_mixed(storage, scratch):
     Tuner(storage=storage, study="x", workdir=str(scratch), ranks=2, echo=None).open_study()
     with pytest.raises(ConfigError, match="study 'x' was made for .*use another --study"):
         Tuner(storage=storage, study="x", workdir=str(scratch), ranks=1, echo=None).open_study()
+
+
+class InterruptingSampler(optuna.samplers.TPESampler):
+    """Sends this process SIGINT from inside ``study.ask()`` of the first search trial, as a Ctrl-C during
+    the sampler's work would land (the trial is already stored RUNNING then)."""
+
+    sent = False
+
+    def before_trial(self, study, trial):
+        super().before_trial(study, trial)
+        if trial.number == 3 and not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_ctrl_c_inside_ask_leaves_no_running_trial(storage, scratch):
+    tuner = Tuner(kernel="vpic", ranks=2, trials=6, storage=storage, study="a", workdir=str(scratch),
+                  kernel_options=SMALL_VPIC, sampler=InterruptingSampler(seed=0, n_startup_trials=2), echo=None)
+    with pytest.raises(KeyboardInterrupt):
+        tuner.run()
+    trials = optuna.load_study(study_name="a", storage=storage).get_trials()
+    assert len(trials) == 4
+    assert TrialState.RUNNING not in [t.state for t in trials]
+    assert trials[3].state == TrialState.FAIL and "interrupted" in trials[3].user_attrs["fail_reason"]
