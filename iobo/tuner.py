@@ -226,10 +226,8 @@ class Tuner:
                 # between a result and its tell: fail every RUNNING trial this process asked.
                 mine = [t for t in study.get_trials(deepcopy=False, states=(_state("RUNNING"),))
                         if t.user_attrs.get("owner") == _owner() or t.number == self._asked]
-                for trial in mine:  # through the storage: an optuna.Trial would run the sampler again
-                    study._storage.set_trial_user_attr(
-                        trial._trial_id, "fail_reason", "interrupted: the tuner was stopped while this trial ran")
-                    study.tell(trial.number, state=_state("FAIL"))
+                for trial in mine:
+                    _tell_failed(study, trial, "interrupted: the tuner was stopped while this trial ran")
                     self._notify("trial_finished", study, study.get_trials(deepcopy=False)[trial.number], 0)
                 self._say(f"interrupted: {len(mine)} running trial(s) marked FAIL; finished trials kept")
                 raise
@@ -312,12 +310,7 @@ class Tuner:
             owner_host, _, pid = owner.rpartition(":")
             if owner_host != host or not pid.isdigit() or _alive(int(pid)):
                 continue
-            import optuna
-
-            optuna.Trial(study, trial._trial_id).set_user_attr(
-                "fail_reason", f"stale: its tuner ({owner}) died while it ran"
-            )
-            study.tell(trial.number, state=_state("FAIL"))
+            _tell_failed(study, trial, f"stale: its tuner ({owner}) died while it ran")
             self._say(f"trial {trial.number} was left RUNNING by a dead tuner ({owner}): marked FAIL")
 
     def enqueue_defaults(self, study) -> None:
@@ -405,6 +398,16 @@ def count_finished(study) -> int:
     finished = (_state("COMPLETE"), _state("FAIL"), _state("PRUNED"))
     return sum(1 for t in study.get_trials(deepcopy=False, states=finished)
                if t.user_attrs.get("role", ROLE_SEARCH) in (ROLE_DEFAULT, ROLE_SEARCH))
+
+
+def _tell_failed(study, trial, reason: str) -> None:
+    """Tell ``trial`` (a RUNNING ``FrozenTrial``) FAIL with ``reason`` as its ``fail_reason`` attr.
+
+    The attr goes through the storage: an ``optuna.Trial`` would call the
+    sampler's ``before_trial`` first, which has no business in clean-up.
+    """
+    study._storage.set_trial_user_attr(trial._trial_id, "fail_reason", reason)
+    study.tell(trial.number, state=_state("FAIL"))
 
 
 def _state(name: str):
