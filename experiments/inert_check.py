@@ -75,9 +75,9 @@ def record(table: dict, chosen: list[tuple[dict, dict]], passes: int, repeats: i
                       f"{np.median(runs):7.0f} MB/s", flush=True)
 
 
-def analyse(path: Path) -> None:
-    """Print the paired comparison of ``path`` (a CSV written by :func:`record`)."""
-    runs: dict[tuple[int, str], list[float]] = {}
+def _load(path: Path) -> tuple[dict[tuple[int, str], list[tuple[int, float]]], list[dict[str, str]]]:
+    """(pair, arm) -> [(repeat, MB/s)], and each pair's extra values (as CSV text), from a :func:`record` CSV."""
+    runs: dict[tuple[int, str], list[tuple[int, float]]] = {}
     extras: dict[int, dict[str, str]] = {}
     with path.open(newline="") as handle:
         for line in csv.DictReader(handle):
@@ -85,44 +85,55 @@ def analyse(path: Path) -> None:
             runs.setdefault(key, []).append((int(line["repeat"]), float(line["mb_per_s"])))
             if line["arm"] == "wide":
                 extras[key[0]] = {n: line[n] for n in EXTRA}
-    count = len(extras)
-    median = lambda key: float(np.median([v for _, v in runs[key]]))  # noqa: E731
-    ratio = np.array([median((i, "wide")) / median((i, "base")) for i in range(count)])
-    per_job = json.loads(path.with_suffix(".json").read_text())["repeats_per_job"]
-    noise = {  # the base against itself, two ways: what noise alone gives
-        "base / base, same jobs": lambda rs: np.median([v for r, v in rs if r % 2 == 0])
-        / np.median([v for r, v in rs if r % 2 == 1]),
-        "base / base, job 1 / job 2": lambda rs: np.median([v for r, v in rs if r // per_job == 0])
-        / np.median([v for r, v in rs if r // per_job == 1]),
-    }
-    q = lambda a: np.percentile(a, [10, 25, 50, 75, 90])  # noqa: E731
-    print(f"{count} pairs, {len(runs[(0, 'base')])} runs per arm ({path})")
-    print(f"{'':28}{'p10':>8}{'p25':>8}{'median':>8}{'p75':>8}{'p90':>8}{'|log| median':>14}")
-    rows = {"wide / base": ratio}
-    rows.update({label: np.array([fn(runs[(i, "base")]) for i in range(count)]) for label, fn in noise.items()})
-    for label, values in rows.items():
-        print(f"{label:28}" + "".join(f"{v:8.3f}" for v in q(values)) + f"{np.median(np.abs(np.log(values))):14.3f}")
-    print(f"Wilcoxon signed-rank, log(wide/base) = 0: p = {wilcoxon(np.log(ratio)).pvalue:.2f}")
+    return runs, [extras[i] for i in range(len(extras))]
+
+
+def _effects(extras: list[dict[str, str]], log_ratio: np.ndarray) -> list[tuple[str, float, float, float]]:
+    """Least-squares fit of ``log_ratio`` on each extra parameter's change from its default:
+    ``(name, coefficient, standard error, log2 span of its range)``, per doubling (booleans: per switch)."""
     space = io_stack_space()
-    columns_ = []
+    changes = []
     for name in EXTRA:
         default = space[name].default
         if isinstance(default, bool):
-            columns_.append([float(extras[i][name] == "True") - float(default) for i in range(count)])
+            changes.append([float(e[name] == "True") - float(default) for e in extras])
         else:
-            columns_.append([np.log2(float(extras[i][name]) / default) for i in range(count)])
-    design = np.column_stack(columns_ + [np.ones(count)])
-    y = np.log(ratio)
-    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
-    resid = y - design @ coef
-    sigma2 = resid @ resid / max(count - design.shape[1], 1)
+            changes.append([np.log2(float(e[name]) / default) for e in extras])
+    design = np.column_stack(changes + [np.ones(len(extras))])
+    coef, *_ = np.linalg.lstsq(design, log_ratio, rcond=None)
+    resid = log_ratio - design @ coef
+    sigma2 = resid @ resid / max(len(extras) - design.shape[1], 1)
     se = np.sqrt(np.diag(sigma2 * np.linalg.inv(design.T @ design)))
+    spans = [1.0 if isinstance(space[n].default, bool) else np.log2(max(space[n].values) / min(space[n].values))
+             for n in EXTRA]
+    return [(n, coef[k], se[k], spans[k]) for k, n in enumerate(EXTRA)]
+
+
+def analyse(path: Path) -> None:
+    """Print the paired comparison of ``path`` (a CSV written by :func:`record`)."""
+    runs, extras = _load(path)
+    count = len(extras)
+    median = lambda runs_: float(np.median([v for _, v in runs_]))  # noqa: E731
+    ratio = np.array([median(runs[(i, "wide")]) / median(runs[(i, "base")]) for i in range(count)])
+    per_job = json.loads(path.with_suffix(".json").read_text())["repeats_per_job"]
+    noise = {  # the base against itself, two ways: what noise alone gives
+        "base / base, same jobs": lambda rs: median([x for x in rs if x[0] % 2 == 0])
+        / median([x for x in rs if x[0] % 2 == 1]),
+        "base / base, job 1 / job 2": lambda rs: median([x for x in rs if x[0] // per_job == 0])
+        / median([x for x in rs if x[0] // per_job == 1]),
+    }
+    rows = {"wide / base": ratio}
+    rows.update({label: np.array([fn(runs[(i, "base")]) for i in range(count)]) for label, fn in noise.items()})
+    print(f"{count} pairs, {len(runs[(0, 'base')])} runs per arm ({path})")
+    print(f"{'':28}{'p10':>8}{'p25':>8}{'median':>8}{'p75':>8}{'p90':>8}{'|log| median':>14}")
+    for label, values in rows.items():
+        quantiles = np.percentile(values, [10, 25, 50, 75, 90])
+        print(f"{label:28}" + "".join(f"{v:8.3f}" for v in quantiles) + f"{np.median(np.abs(np.log(values))):14.3f}")
+    print(f"Wilcoxon signed-rank, log(wide/base) = 0: p = {wilcoxon(np.log(ratio)).pvalue:.2f}")
     print("fit of log(wide/base): effect per doubling (per switch for booleans), % +- SE, and over the range")
-    for k, name in enumerate(EXTRA):
-        values = space[name].values
-        span = 1.0 if isinstance(values[0], bool) else np.log2(max(values) / min(values))
-        print(f"  {name:18} {100 * np.expm1(coef[k]):+6.2f}% +- {100 * se[k]:.2f}"
-              f"   over the range: {100 * np.expm1(coef[k] * span):+6.1f}%")
+    for name, coef, se, span in _effects(extras, np.log(ratio)):
+        print(f"  {name:18} {100 * np.expm1(coef):+6.2f}% +- {100 * se:.2f}"
+              f"   over the range: {100 * np.expm1(coef * span):+6.1f}%")
 
 
 def main() -> None:
