@@ -255,7 +255,7 @@ class Tuner:
     def _start(self, study):
         from iobo.pruning import StepReporter
 
-        with _interrupts_deferred():  # ask() creates the RUNNING trial, then samples (a GP fit): seconds
+        with _interrupts_deferred():  # ask() stores the RUNNING trial before it returns (SQLite may wait on its lock)
             trial = study.ask()
             self._asked = trial.number  # known to the interrupt handler before the owner attr is written
         values = suggest_config(trial, self.space, self.workload)

@@ -154,8 +154,8 @@ def test_a_study_made_for_another_workload_is_not_mixed(storage, scratch):
 
 
 class InterruptingSampler(optuna.samplers.TPESampler):
-    """Sends this process SIGINT from inside ``study.ask()`` of the first search trial, as a Ctrl-C during
-    the sampler's work would land (the trial is already stored RUNNING then)."""
+    """Sends this process SIGINT from inside ``study.ask()`` of the first search trial, where a Ctrl-C can
+    land: the trial is already stored RUNNING, and the tuner does not know its number yet."""
 
     sent = False
 
