@@ -265,14 +265,14 @@ def _run(command, cwd, timeout_s, on_step):
         raise ConfigError(f"cannot start {command[0]!r}: {exc}; is it installed and on PATH?") from None
     stdout: list[str] = []
     stderr: list[str] = []
-    pruned_after: list[int] = []  # set once, by the stdout reader
+    pruned_after: int | None = None  # set once, by the stdout reader
     steps = 0
 
     def pump_stdout():
-        nonlocal steps
+        nonlocal steps, pruned_after
         for line in proc.stdout:
             stdout.append(line)
-            event = _step_event(line) if on_step and not pruned_after else None
+            event = _step_event(line) if on_step and pruned_after is None else None
             if event is not None:
                 steps += 1
                 try:
@@ -281,7 +281,7 @@ def _run(command, cwd, timeout_s, on_step):
                     stderr.append(f"iobo: step callback failed: {exc!r}\n")
                     continue
                 if stop:
-                    pruned_after.append(steps)
+                    pruned_after = steps
                     _kill_group(proc)
 
     def pump_stderr():
@@ -303,7 +303,7 @@ def _run(command, cwd, timeout_s, on_step):
         raise
     for reader in readers:
         reader.join(timeout=5)
-    return stdout, stderr, proc.returncode, timed_out, (pruned_after[0] if pruned_after else None)
+    return stdout, stderr, proc.returncode, timed_out, pruned_after
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -9,7 +9,7 @@ noisy measurement (``measure``).  Two kinds:
   the configuration at random, so the noise is the machine's own; the truth
   is the configuration's median.
 - :func:`widen`: a table plus parameters measured to make no difference
-  (a 10-parameter space whose truth and noise are still the machine's).
+  (the VPIC table widens to 11; truth and noise are still the machine's).
 - :func:`synthetic`: analytic I/O-like models with interacting parameters and
   interior optima, and multiplicative log-normal noise of a given CV.  Their
   parameters are taken from :func:`iobo.space.io_stack_space`.
