@@ -109,7 +109,7 @@ class GPSampler(BaseSampler):
         self._ratios = tuple(tuple(pair) for pair in ratios)
         self._warm: dict[tuple, tuple[np.ndarray, int]] = {}  # encoding -> (hyperparameters, runs they were fitted on)
         self._seen: dict[str, tuple[int, dict, set]] = {}  # study -> (finished trials read, space, conflicting)
-        self._startup_block: dict[int, int] = {}  # trial number -> hypercube its start-up point was taken from
+        self._startup_block: dict[tuple[str, int], int] = {}  # (study, trial number) -> hypercube of its start-up point
 
     # -- Optuna's sampler interface --------------------------------------------------
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
@@ -140,7 +140,8 @@ class GPSampler(BaseSampler):
     ) -> Any:
         if isinstance(param_distribution, CategoricalDistribution) and self._in_startup(study):
             j = self._startup_index(study, trial)
-            return self._startup_value(param_name, param_distribution.choices, j, self._startup_block.get(trial.number, 0))
+            block = self._startup_block.get((study.study_name, trial.number), 0)
+            return self._startup_value(param_name, param_distribution.choices, j, block)
         random = RandomSampler(seed=int(np.random.default_rng([self._seed, trial.number, 1]).integers(2**31)))
         return random.sample_independent(study, trial, param_name, param_distribution)
 
@@ -165,7 +166,7 @@ class GPSampler(BaseSampler):
             config = {name: self._startup_value(name, d.choices, j, block) for name, d in search_space.items()}
             if j < len(self._initial) or tuple(encoding.to_row(config).tolist()) not in taken:
                 break
-        self._startup_block[trial.number] = block
+        self._startup_block[(study.study_name, trial.number)] = block
         return config
 
     # -- the incumbent --------------------------------------------------------------
