@@ -217,6 +217,7 @@ def run_kernel(job: KernelJob, on_step: Callable[[dict], bool | None] | None = N
         "bytes": measurement.bytes,
         "seconds": measurement.seconds,
         "step_mb_per_s": measurement.step_mb_per_s(),
+        "step_elapsed_s": measurement.step_elapsed_s(),
         "result": dict(measurement.result),
         "wall_seconds": wall_s,
         "command": command,

@@ -113,6 +113,11 @@ class Measurement:
     def step_mb_per_s(self) -> list[float]:
         return [float(s["mb_per_s"]) for s in self.steps]
 
+    def step_elapsed_s(self) -> list[float]:
+        """Seconds from the start of the kernel's phase to each step's end (untimed work included);
+        empty when the kernel's step lines do not carry ``elapsed_s``."""
+        return [float(s["elapsed_s"]) for s in self.steps if "elapsed_s" in s]
+
 
 def raw_write_mb_per_s(directory: str, mib: int = 256) -> float:
     """Sequential write bandwidth of the storage under ``directory`` (MB/s).

@@ -354,6 +354,7 @@ def outcome_attrs(outcome: Mapping[str, Any]) -> dict[str, Any]:
         "bytes": outcome["bytes"],
         "seconds": outcome["seconds"],
         "step_mb_per_s": outcome["step_mb_per_s"],
+        "step_elapsed_s": [round(s, 4) for s in outcome["step_elapsed_s"]],
         "wall_seconds": round(outcome["wall_seconds"], 3),
         "effective": result.get("effective", {}),
         "hints": result.get("hints", {}),

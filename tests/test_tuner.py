@@ -36,6 +36,7 @@ def test_short_study_stores_complete_trials_with_their_attrs(storage, scratch):
     assert first.value > 0
     assert first.user_attrs["bytes"] == 2 * SMALL_VPIC["particles"] * 8 * 4 * SMALL_VPIC["steps"]
     assert len(first.user_attrs["step_mb_per_s"]) == SMALL_VPIC["steps"]
+    assert len(first.user_attrs["step_elapsed_s"]) == SMALL_VPIC["steps"]
     for key in ("config", "effective", "hints", "wall_seconds", "command", "not_applied"):
         assert key in first.user_attrs, key
     assert "cb_buffer_size" in first.user_attrs["hints"]  # ROMIO reports its hints in effect

@@ -750,7 +750,8 @@ def max_over_ranks(comm, values: Sequence[float]) -> list[float]:
 
 def timed_phase(comm, steps: int, open_file: Callable[[], Any], do_step: Callable[[Any, int], None],
                 probe: Callable[[Any], Any], close: Callable[[Any], None],
-                on_step: Callable[[int, float], None] | None = None) -> tuple[RepeatTiming, Any]:
+                on_step: Callable[[int, float], None] | None = None,
+                prepare: Callable[[int], None] | None = None) -> tuple[RepeatTiming, Any]:
     """Time one repeat of open (or create) + ``steps`` x do_step (writes or reads) + close, as the I/O literature does.
 
     ``comm.Barrier()``, then each rank times its own open, steps and close;
@@ -759,6 +760,8 @@ def timed_phase(comm, steps: int, open_file: Callable[[], Any], do_step: Callabl
     after each step with that step's time, max over ranks (an allreduce
     outside the timed segments, which also lines the ranks up between steps),
     so a step line can be printed while the job runs and a pruner can stop it.
+    ``prepare(step)``, when given, runs before each step, untimed: the
+    application's compute phase that makes the step's data.
     ``probe(file)`` runs on every rank between the last step and the close,
     untimed, to read what took effect; its result is returned.
     """
@@ -768,6 +771,8 @@ def timed_phase(comm, steps: int, open_file: Callable[[], Any], do_step: Callabl
     open_seconds = perf_counter() - start
     step_seconds = []
     for step in range(steps):
+        if prepare is not None:
+            prepare(step)
         start = perf_counter()
         do_step(file, step)
         step_seconds.append(perf_counter() - start)
@@ -1051,12 +1056,17 @@ def step_emitter(comm, repeat: int, step_bytes: int, phase: str | None = None,
     step_bytes: bytes of one step over all ranks; phase (``write`` or
     ``read``), when given, is added to each line; steps are numbered from
     ``first_step``, so that a read phase after a write phase of T steps
-    continues at T within the repeat.
+    continues at T within the repeat.  Each line also carries ``elapsed_s``:
+    rank 0's seconds from this emitter's making (just before the timed
+    phase) to the step's end, untimed work between steps included, so what a
+    run stopped after a step skips can be told from its step lines.
     """
+    started = perf_counter()
 
     def emit_step(index: int, seconds: float) -> None:
         line = {"event": "step", "step": first_step + index, "repeat": repeat, "bytes": step_bytes,
-                "seconds": seconds, "mb_per_s": mb_per_s(step_bytes, seconds)}
+                "seconds": seconds, "mb_per_s": mb_per_s(step_bytes, seconds),
+                "elapsed_s": perf_counter() - started}
         emit(comm, line if phase is None else {**line, "phase": phase})
 
     return emit_step

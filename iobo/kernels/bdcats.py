@@ -170,8 +170,7 @@ def write_input(comm, path: Path, config: IOConfig, apply, hints, particles: int
     plan = vpic.FilePlan(path, True, comm.size * particles, comm.rank * particles, comm.rank * particles)
     writer = vpic.make_writer(comm, plan, config, apply, hints, particles, steps, fsync=False)
     file = writer.create()
-    for step in range(steps):
-        writer.write_step(file, step)
+    writer.write_all(file)
     writer.close(file)
 
 

@@ -8,19 +8,20 @@ dataset per variable. By default all ranks write ONE shared file
 rank writes its own ``DIR/vpic.<rank>.h5`` (N-element datasets) through
 HDF5's POSIX (sec2) driver.
 
-    mpiexec -n R python -m iobo.kernels.vpic --out DIR [--particles N] [--steps T]
+    mpiexec -n R python -m iobo.kernels.vpic --out DIR [--particles N] [--steps T] [--flush-steps]
         [--config FILE.json] [--repeats K] [--fsync] [--keep] [--verify]
 
 The values are float32-exact functions of (global particle index, variable,
-step), see :func:`particle_values`, so every value can be checked. All steps'
-data is made before timing: 32 * N * T bytes of memory per rank.
+step), see :func:`particle_values`, so every value can be checked. Each
+step's data is made just before the step, untimed: 32 * N bytes of memory
+per rank.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,9 @@ FILES = Parameter("files", "app", ("shared", "per_process"), "shared", "", "one 
 OPTION_HELP = {
     "particles": "particles per rank (default 1048576 = 1 Mi, 32 MiB per rank and step)",
     "steps": "timesteps, each a group Timestep_<i> of 8 datasets (default 2)",
+    "flush_steps": "make each timestep durable inside its timed step (H5Fflush, then fsync), as a "
+    "checkpoint dump that must survive a crash is; each step's MB/s then measures the storage, "
+    "not the page cache, so a pruner comparing steps compares what the run costs",
 }
 
 
@@ -58,9 +62,10 @@ def workload(ranks: int, options: Mapping[str, Any]) -> Workload:
 
 
 def check_options(options: Mapping[str, Any]) -> None:
-    """particles >= 1, steps >= 1, plus the common options' rules; raises ConfigError."""
+    """particles >= 1, steps >= 1, flush_steps a switch, plus the common options' rules; raises ConfigError."""
     _common.require_int_at_least(options, "particles", 1)
     _common.require_int_at_least(options, "steps", 1)
+    _common.require_bool(options, "flush_steps")
     _common.check_common_options(options)
 
 
@@ -69,7 +74,8 @@ SPEC = KernelSpec(
     module="iobo.kernels.vpic",
     space=space,
     workload=workload,
-    options={"particles": 1048576, "steps": 2, "repeats": 1, "fsync": False, "keep": False, "verify": False},
+    options={"particles": 1048576, "steps": 2, "flush_steps": False, "repeats": 1, "fsync": False, "keep": False,
+             "verify": False},
     check_options=check_options,
     doc="VPIC-IO: each rank writes N particles x 8 float32 variables per timestep into 1-D datasets "
     "of one shared HDF5 file (or a file per rank).",
@@ -124,30 +130,53 @@ def file_plan(out: Path, shared: bool, rank: int, ranks: int, particles: int) ->
 class Writer:
     """The phases of one timed VPIC-IO repeat, with the configuration's property lists.
 
-    data[step][variable]: this rank's values; fapl, dcpl, dxpl: file access,
-    dataset creation and transfer property lists; fsync: flush the file to
-    storage before the close counts as done.
+    particles, steps: this rank's particles and the timesteps; fapl, dcpl,
+    dxpl: file access, dataset creation and transfer property lists; fsync:
+    flush the file to storage before the close counts as done; flush_steps:
+    flush it to storage at the end of every step (H5Fflush, collective on a
+    shared file, then fsync).  A step's values are made by :meth:`prepare`,
+    untimed, just before the step is written (the simulation's compute phase
+    between two dumps): one step in memory, and a run stopped early (pruned)
+    skips the later steps' making too.
     """
 
     plan: FilePlan
-    data: list[list[np.ndarray]]
+    particles: int
+    steps: int
     fapl: Any
     dcpl: Any
     dxpl: Any
     fsync: bool
+    flush_steps: bool = False
+    prepared: dict[int, list[np.ndarray]] = field(default_factory=dict, repr=False)
 
     def create(self):
         return _common.create_file(self.plan.path, self.fapl)
 
+    def prepare(self, step: int) -> None:
+        """Make this rank's values of ``step`` (the previous step's are dropped)."""
+        self.prepared.clear()
+        self.prepared[step] = [particle_values(v, step, self.plan.first, self.particles)
+                               for v in range(len(VARIABLES))]
+
     def write_step(self, file, step: int) -> None:
         group = file.create_group(f"Timestep_{step}")
-        for name, values in zip(VARIABLES, self.data[step]):
+        for name, values in zip(VARIABLES, self.prepared[step]):
             dataset = _common.create_dataset_1d(group, name, self.plan.length, self.dcpl)
             _common.write_slice_1d(dataset, values, self.plan.offset, self.dxpl)
+        if self.flush_steps:
+            file.flush()
+            _common.fsync_file(self.plan.path)
+
+    def write_all(self, file) -> None:
+        """Prepare and write every step, untimed (a file for the read kernels)."""
+        for step in range(self.steps):
+            self.prepare(step)
+            self.write_step(file, step)
 
     def probe(self, file) -> tuple[dict[str, Any], dict[str, str]]:
         """(HDF5 settings, MPI-IO hints) in effect, read from the open file."""
-        dataset = file[f"Timestep_{len(self.data) - 1}/{VARIABLES[-1]}"].id
+        dataset = file[f"Timestep_{self.steps - 1}/{VARIABLES[-1]}"].id
         hints = _common.effective_hints(file) if self.plan.shared else {}
         return _common.effective_hdf5(file, dataset, self.dxpl), hints
 
@@ -158,17 +187,17 @@ class Writer:
 
 
 def make_writer(comm, plan: FilePlan, config: IOConfig, apply: Mapping[str, Any], hints: Mapping[str, str],
-                particles: int, steps: int, fsync: bool) -> Writer:
-    """A :class:`Writer` for this rank, its data generated and the config applied to the property lists."""
-    data = [[particle_values(v, step, plan.first, particles) for v in range(len(VARIABLES))]
-            for step in range(steps)]
+                particles: int, steps: int, fsync: bool, flush_steps: bool = False) -> Writer:
+    """A :class:`Writer` for this rank, the config applied to the property lists."""
     return Writer(
         plan=plan,
-        data=data,
+        particles=particles,
+        steps=steps,
         fapl=_common.file_access_plist(config, apply, comm if plan.shared else None, hints),
         dcpl=_common.dataset_create_plist(apply, plan.length, ITEMSIZE),
         dxpl=_common.dataset_transfer_plist(apply),
         fsync=fsync,
+        flush_steps=flush_steps,
     )
 
 
@@ -226,7 +255,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     apply = _common.applicable(config, not_applied)
     hints = _common.requested_hints(config, not_applied)
     plan = file_plan(args.out, shared, comm.rank, comm.size, particles)
-    writer = make_writer(comm, plan, config, apply, hints, particles, steps, options["fsync"])
+    writer = make_writer(comm, plan, config, apply, hints, particles, steps, options["fsync"],
+                         options["flush_steps"])
     my_files = [plan.path] if not shared or comm.rank == 0 else []
     step_bytes = comm.size * particles * len(VARIABLES) * ITEMSIZE
 
@@ -235,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         _common.remove_files(my_files)  # every repeat creates a new file (striping is set at creation)
         timing, (effective, effective_hints) = _common.timed_write(
             comm, steps, writer.create, writer.write_step, writer.probe, writer.close,
-            _common.step_emitter(comm, repeat, step_bytes),
+            _common.step_emitter(comm, repeat, step_bytes), prepare=writer.prepare,
         )
         timings.append(timing)
 

@@ -126,6 +126,10 @@ def test_step_and_result_lines_are_well_formed(default_run):
         assert (line["step"], line["repeat"], line["bytes"]) == (step, 0, step_bytes)
         assert line["seconds"] > 0
         assert line["mb_per_s"] == pytest.approx(step_bytes / line["seconds"] / 1e6)
+    # elapsed: from before the open to each step's end, the untimed making of each step's data included
+    elapsed = [line["elapsed_s"] for line in run.steps]
+    assert elapsed == sorted(elapsed) and elapsed[0] >= run.steps[0]["seconds"]
+    assert elapsed[-1] - elapsed[0] >= sum(line["seconds"] for line in run.steps[1:])
     result = run.result
     assert (result["kernel"], result["ranks"], result["bytes"]) == ("vpic", RANKS, STEPS * step_bytes)
     assert result["seconds"] >= sum(line["seconds"] for line in run.steps) * 0.5 > 0
@@ -256,3 +260,27 @@ def test_failure_on_a_rank_aborts_the_job(scratch):
     run = run_kernel_cli(MODULE, not_a_directory, "--particles", "16", timeout=60)
     assert run.returncode != 0
     assert "Traceback" in run.stderr and "FileExistsError" in run.stderr
+
+
+# -- durable steps -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flush_steps, fsyncs_per_step", [(True, 1), (False, 0)])
+def test_flush_steps_makes_each_step_durable_before_the_step_ends(scratch, monkeypatch, flush_steps, fsyncs_per_step):
+    """--flush-steps: each write_step (the timed step) ends with H5Fflush + fsync of the rank's file."""
+    from iobo.kernels import _common
+
+    synced: list[Path] = []
+    real_fsync = _common.fsync_file
+    monkeypatch.setattr(_common, "fsync_file", lambda path: (synced.append(path), real_fsync(path)))
+    config = IOConfig.from_values({"files": "per_process"}, vpic.space())
+    plan = vpic.file_plan(scratch, shared=False, rank=0, ranks=1, particles=1024)
+    writer = vpic.make_writer(None, plan, config, _common.applicable(config, {}), {}, 1024, STEPS,
+                              fsync=False, flush_steps=flush_steps)
+    file = writer.create()
+    for step in range(STEPS):
+        writer.prepare(step)
+        writer.write_step(file, step)
+        assert synced == [plan.path] * (fsyncs_per_step * (step + 1))
+    writer.close(file)
+    assert vpic.count_mismatches(plan, 1024, STEPS) == (0, "")
