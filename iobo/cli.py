@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--mpiexec", default=None, help="MPI launcher (default: mpiexec.mpich or $IOBO_MPIEXEC)")
     tune.add_argument("--parsl-config", help="Python file defining a Parsl `config` (e.g. workflows/site_slurm.py)")
-    tune.add_argument("--prune", choices=("median", "wilcoxon"),
+    tune.add_argument("--prune", choices=("median", "margin", "wilcoxon"),
                       help="stop trials whose per-step bandwidth is clearly below the others' (Optuna pruner)")
     tune.add_argument("--stop-rule", choices=("marginal-roti", "expected-gain", "no-gain"),
                       help="end the study before --trials: when the GP's expected gain per minute falls to the "

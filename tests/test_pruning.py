@@ -9,7 +9,7 @@ from optuna.trial import TrialState, create_trial
 
 from iobo._errors import ConfigError, KernelPruned
 from iobo.launch import KernelJob, run_kernel
-from iobo.pruning import StepReporter
+from iobo.pruning import MarginPruner, StepReporter
 from iobo.tuner import ROLE_DEFAULT, ROLE_SEARCH, Tuner
 
 from support.sizes import SMALL_VPIC
@@ -28,7 +28,7 @@ def add_finished(study, step_mb_per_s: float, params=None, distributions=None, n
         ))
 
 
-@pytest.mark.parametrize("pruner", ["median", "wilcoxon"])
+@pytest.mark.parametrize("pruner", ["median", "margin", "wilcoxon"])
 def test_reporter_prunes_a_slow_trial_and_leaves_a_fast_one(storage, pruner):
     study = optuna.create_study(storage=storage, study_name="p", direction="maximize")
     add_finished(study, 1000.0)
@@ -43,6 +43,22 @@ def test_reporter_prunes_a_slow_trial_and_leaves_a_fast_one(storage, pruner):
     assert len(stored[fast.number].intermediate_values) == STEPS
 
 
+@pytest.mark.parametrize("pruner, stopped", [("median", [True, True]), ("margin", [False, True])])
+def test_margin_spares_a_trial_within_the_steps_noise_of_the_median(storage, pruner, stopped):
+    study = optuna.create_study(storage=storage, study_name="p", direction="maximize")
+    add_finished(study, 1000.0)
+    says = []
+    for mb_per_s in (900.0, 500.0):  # 90% and 50% of the median step; MARGIN_FRACTION is 0.8
+        trial = study.ask()
+        says.append(StepReporter(storage, "p", trial._trial_id, pruner)({"event": "step", "mb_per_s": mb_per_s}))
+    assert says == stopped
+
+
+def test_margin_fraction_outside_0_1_is_refused():
+    with pytest.raises(ConfigError, match=r"fraction must be in \(0, 1\].*got 1.5"):
+        MarginPruner(1.5)
+
+
 def test_a_reporter_told_not_to_prune_only_reports(storage):
     study = optuna.create_study(storage=storage, study_name="p", direction="maximize")
     add_finished(study, 1000.0)
@@ -53,7 +69,7 @@ def test_a_reporter_told_not_to_prune_only_reports(storage):
 
 
 def test_unknown_pruner_is_refused():
-    with pytest.raises(ConfigError, match="allowed: median, wilcoxon"):
+    with pytest.raises(ConfigError, match="allowed: median, margin, wilcoxon"):
         StepReporter("sqlite:///x.db", "p", 0, "percentile")
 
 

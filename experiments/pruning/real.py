@@ -15,7 +15,8 @@ default runs, never pruned.  Progress goes to stderr, the results to stdout.
 
 Printed per seed: each trial's configuration, value (MB/s), bandwidth of
 its first step (``s0``, MB/s: what the median pruner mostly decides on; the
-steps write to the page cache, the fsync comes at the close) and wall time
+steps write to the page cache, the fsync comes at the close, unless
+``--flush-steps`` makes every step durable) and wall time
 (s) in every arm, with the rank correlation of step 0 with the value in arm
 ``none``; then per arm the total trial wall time (Optuna's
 datetime_start to datetime_complete, all trials), the wall time and the I/O
@@ -98,7 +99,8 @@ def run_arm(pruner: str, seed: int, args, base: Path) -> tuple[list, PrunedClean
     tuner = Tuner(
         kernel="vpic", ranks=RANKS, trials=args.trials, storage=f"sqlite:///{base / 'studies.db'}",
         study=f"seed{seed}-{pruner}", workdir=str(workdir),
-        kernel_options={"particles": args.particles, "steps": args.steps, "fsync": True}, space=SPACE,
+        kernel_options={"particles": args.particles, "steps": args.steps, "fsync": True,
+                        "flush_steps": args.flush_steps}, space=SPACE,
         sampler=optuna.samplers.RandomSampler(seed=seed), pruner=None if pruner == NO_PRUNER else pruner,
         timeout_s=args.timeout, echo=lambda line: print(f"[seed {seed} {pruner}] {line}", file=sys.stderr),
         callbacks=[check],
@@ -171,13 +173,24 @@ def one_seed(seed: int, args, base: Path, pruners: list[str]) -> dict[str, dict]
     return figures
 
 
+def setup_text(args) -> str:
+    """How each kernel run writes: '8 steps of 128 MiB, fsync at the close' (or 'at each step')."""
+    return (f"{args.steps} steps of {step_bytes(args.particles) / 2**20:.0f} MiB, fsync "
+            f"{'at each step (--flush-steps)' if args.flush_steps else 'at the close'}")
+
+
 def add_run_arguments(parser: argparse.ArgumentParser, seeds: int) -> None:
     """The options of the tuning runs (what :func:`run_arm` reads), shared with ``replay.py``."""
     parser.add_argument("--seeds", type=int, default=seeds)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="seeds first-seed .. first-seed + seeds - 1 (each seed its own configurations)")
     parser.add_argument("--trials", type=int, default=20, help="trials per study, the 3 default runs included")
     parser.add_argument("--steps", type=int, default=8, help="timesteps per kernel run (one write each)")
     parser.add_argument("--particles", type=int, default=2 * 2**20,
                         help="particles per rank: 32 bytes each per step (default 2 Mi: 128 MiB per step on 2 ranks)")
+    parser.add_argument("--flush-steps", action="store_true",
+                        help="each step made durable inside its timed step (the vpic kernel's --flush-steps): step "
+                        "MB/s then measure the disk; default: the steps write to the page cache, one fsync at the close")
     parser.add_argument("--timeout", type=float, default=180.0, help="per-trial limit in seconds")
     parser.add_argument("--workdir", default="/var/tmp/iobo-pruning-real",
                         help="where the kernels write (a local disk, not tmpfs); a fresh directory inside it is "
@@ -195,12 +208,11 @@ def main(argv=None) -> int:
     pruners = args.pruners.split(",")
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="run-", dir=args.workdir))
-    print(f"vpic, {RANKS} ranks, {args.steps} steps of {step_bytes(args.particles) / 2**20:.0f} MiB with fsync, "
-          f"in {base}; "
+    print(f"vpic, {RANKS} ranks, {setup_text(args)}, in {base}; "
           f"RandomSampler over {', '.join(SPACE.names)}; {args.trials} trials per arm incl. 3 default runs "
           f"(never pruned); {args.seeds} seed(s); arms: {NO_PRUNER}, {', '.join(pruners)}")
     try:
-        runs = [one_seed(seed, args, base, pruners) for seed in range(args.seeds)]
+        runs = [one_seed(seed, args, base, pruners) for seed in range(args.first_seed, args.first_seed + args.seeds)]
         left = sorted(str(p.relative_to(base)) for p in base.glob("*/trial-*"))
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -1,14 +1,16 @@
 """Benchmark: pruners replayed over recorded, unpruned REAL vpic tuning runs (companion of ``real.py``).
 
-Run from the repository root (about 4 min per seed here)::
+Run from the repository root (2-5 min per seed here)::
 
     .venv/bin/python experiments/pruning/replay.py --seeds 8 --trials 20 \
         --record experiments/results/pruning-runs.json | tee experiments/results/pruning-replay.txt
     .venv/bin/python experiments/pruning/replay.py --from experiments/results/pruning-runs.json
+    .venv/bin/python experiments/pruning/replay.py --seeds 8 --first-seed 8 --trials 20 \
+        --record experiments/results/pruning-runs-8-15.json   # a second set, new configurations
 
 ``real.py`` runs each pruner live against an unpruned arm: the honest
 measure of wall time, but a pruner arm's runs are new, noisy measurements,
-so 3 seeds take 35 min and say little about a rare event such as pruning
+so 3 seeds take 12-35 min and say little about a rare event such as pruning
 the best configuration.  Here every seed is one unpruned study (same setup
 as ``real.py``'s arm ``none``: a seeded ``RandomSampler`` over the vpic
 table's parameters, 3 default runs first, 2 ranks, 8 steps of 128 MiB with
@@ -16,13 +18,12 @@ fsync, on the local disk), recorded step by step; each pruner variant is
 then replayed over the recording in trial order.  A replayed trial is asked
 after every step, with only the trials it has let complete as its
 baseline, what the live pruner would see if every run measured the same; a
-pruned trial costs its wall time minus the I/O it skipped (the remaining
-steps, and the close with its fsync).  The recordings are saved as JSON
-(``--record``) and can be replayed again without re-running the kernels
-(``--from``).  What a replay cannot show: live, each arm has its own lucky
-runs.  Wilcoxon at p < 0.3 never pruned the best here, yet live (``real.py
---pruners wilcoxon``, results/pruning-real-wilcoxon-p03.txt) one lucky
-early run made it prune 94% of a study's trials, and the best in 2 of 3.
+pruned trial costs its wall time minus what it skipped (:func:`skipped_s`).
+The recordings are saved as JSON (``--record``) and can be replayed again
+without re-running the kernels (``--from``).  What a replay cannot show:
+live, each arm has its own lucky runs (Wilcoxon at p < 0.3 never pruned the
+best in the first set, yet live, results/pruning-real-wilcoxon-p03.txt, one
+lucky early run made it prune 94% of a study's trials, and the best in 2 of 3).
 
 Printed per variant, over all seeds and over each half of them (a setting
 that holds on one half only is luck): median [min-max] wall time saved, % of
@@ -47,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import real  # noqa: E402
 
-from iobo.pruning import MIN_COMPLETED, WILCOXON_P, make_pruner  # noqa: E402
+from iobo.pruning import MARGIN_FRACTION, MIN_COMPLETED, WILCOXON_P, MarginPruner, make_pruner  # noqa: E402
 from iobo.tuner import ROLE_SEARCH  # noqa: E402
 
 
@@ -63,6 +64,8 @@ def _optuna_pruner(kind: str, **kwargs) -> Callable[[], object]:
 # name -> factory; iobo's own first, then variants this benchmark weighs against them
 VARIANTS: dict[str, Callable[[], object]] = {
     "median (iobo)": lambda: make_pruner("median"),
+    f"margin {MARGIN_FRACTION} (iobo)": lambda: make_pruner("margin"),
+    "margin 0.67": lambda: MarginPruner(0.67),
     f"wilcoxon p<{WILCOXON_P} (iobo)": lambda: make_pruner("wilcoxon"),
     "wilcoxon p<0.2": _optuna_pruner("WilcoxonPruner", p_threshold=0.2, n_startup_steps=2),
     "wilcoxon p<0.3": _optuna_pruner("WilcoxonPruner", p_threshold=0.3, n_startup_steps=2),
@@ -83,8 +86,18 @@ def record(seed: int, args, base: Path) -> list[dict]:
         steps = t.user_attrs["step_mb_per_s"]
         out.append({"number": t.number, "role": t.user_attrs["role"], "config": t.user_attrs["config"],
                     "value": t.value, "wall_s": real.wall_s(t), "io_s": t.user_attrs["seconds"],
-                    "step_mb_per_s": steps, "step_s": [step_bytes / (v * 1e6) for v in steps]})
+                    "step_mb_per_s": steps, "step_s": [step_bytes / (v * 1e6) for v in steps],
+                    "step_elapsed_s": t.user_attrs.get("step_elapsed_s", [])})
     return out
+
+
+def skipped_s(trial: dict, step: int) -> float:
+    """Seconds a run stopped after ``step`` does not spend: the later steps and the close (with its fsync),
+    plus, when the recording has the steps' elapsed times, the untimed making of the later steps' data."""
+    if trial.get("step_elapsed_s"):
+        close_s = trial["io_s"] - sum(trial["step_s"])  # the open (~1 ms) counted in too
+        return close_s + trial["step_elapsed_s"][-1] - trial["step_elapsed_s"][step]
+    return trial["io_s"] - sum(trial["step_s"][: step + 1])
 
 
 def replay(trials: list[dict], make: Callable[[], object]) -> dict:
@@ -108,8 +121,7 @@ def replay(trials: list[dict], make: Callable[[], object]) -> dict:
             total += t["wall_s"]
             study.add_trial(create_trial(value=t["value"], intermediate_values=dict(enumerate(t["step_mb_per_s"]))))
         else:
-            skipped = t["io_s"] - sum(t["step_s"][: stop_after + 1])  # later steps and the close (fsync)
-            total += t["wall_s"] - max(skipped, 0.0)
+            total += t["wall_s"] - max(skipped_s(t, stop_after), 0.0)
             pruned.add(t["number"])
     return {"wall_s": total, "pruned": pruned}
 
@@ -150,21 +162,23 @@ def main(argv=None) -> int:
     if args.source:
         saved = json.loads(Path(args.source).read_text())
         print(saved["setup"])
-        recordings = saved["seeds"]
+        recordings, first = saved["seeds"], saved.get("first_seed", 0)
     else:
         Path(args.workdir).mkdir(parents=True, exist_ok=True)
         base = Path(tempfile.mkdtemp(prefix="replay-", dir=args.workdir))
-        setup = (f"vpic, {real.RANKS} ranks, {args.steps} steps of {real.step_bytes(args.particles) / 2**20:.0f} MiB "
-                 f"with fsync, on {args.workdir}; RandomSampler over {', '.join(real.SPACE.names)}; {args.trials} "
-                 f"unpruned trials per seed incl. 3 default runs; {args.seeds} seed(s)")
+        setup = (f"vpic, {real.RANKS} ranks, {real.setup_text(args)}, on {args.workdir}; "
+                 f"RandomSampler over {', '.join(real.SPACE.names)}; {args.trials} "
+                 f"unpruned trials per seed incl. 3 default runs; seeds {args.first_seed}-"
+                 f"{args.first_seed + args.seeds - 1}")
         print(setup)
         try:
-            recordings = [record(seed, args, base) for seed in range(args.seeds)]
+            first = args.first_seed
+            recordings = [record(seed, args, base) for seed in range(first, first + args.seeds)]
         finally:
             shutil.rmtree(base, ignore_errors=True)
         if args.record:
-            Path(args.record).write_text(json.dumps({"setup": setup, "seeds": recordings}))
-    for seed, trials in enumerate(recordings):
+            Path(args.record).write_text(json.dumps({"setup": setup, "first_seed": first, "seeds": recordings}))
+    for seed, trials in enumerate(recordings, start=first):
         search = [t for t in trials if t["role"] == ROLE_SEARCH]
         best = max(search, key=lambda t: t["value"])
         print(f"seed {seed}: {len(trials)} trials, {sum(t['wall_s'] for t in trials):.0f} s; best search trial "
@@ -173,9 +187,9 @@ def main(argv=None) -> int:
     summarise(recordings)
     if len(recordings) >= 4:  # a setting that is right should hold on both halves
         half = len(recordings) // 2
-        print(f"\nseeds 0-{half - 1}")
+        print(f"\nseeds {first}-{first + half - 1}")
         summarise(recordings[:half])
-        print(f"\nseeds {half}-{len(recordings) - 1}")
+        print(f"\nseeds {first + half}-{first + len(recordings) - 1}")
         summarise(recordings[half:])
     return 0
 
