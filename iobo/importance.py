@@ -1,6 +1,6 @@
 """Which parameters matter for this workload: impact rankings of a study's parameters.
 
-Four views of the completed tuning trials (default and search runs; the
+Five views of the completed tuning trials (default and search runs; the
 re-measurements would count the best configuration again), each a dict
 parameter -> importance summing to 1, most important first:
 
@@ -10,7 +10,13 @@ parameter -> importance summing to 1, most important first:
 - ``gp-sensitivity``: first-order variance-based sensitivity of iobo's GP
   surrogate (:meth:`iobo.surrogate.Surrogate.main_effects`);
 - ``gp-lengthscale``: inverse GP lengthscales (how fast bandwidth changes
-  along each parameter; interactions included).
+  along each parameter; interactions included);
+- ``gp-ablation``: what moving each parameter from the system default to
+  the incumbent's value gains on the GP surrogate, along the greedy path
+  between the two (:meth:`iobo.surrogate.Surrogate.ablation_gains`): the
+  parameters that must leave their defaults, what impact-first tuning
+  activates first.  Needs the study's default run, and an incumbent that
+  differs from it.
 
 :func:`rank_parameters` computes them, :func:`save_ranking` stores them on
 the study (user attr ``importance`` and an optuna-dashboard figure), so later studies
@@ -30,7 +36,7 @@ from iobo.tuner import ROLE_DEFAULT, ROLE_SEARCH
 IMPORTANCE_TOP_QUANTILE = 0.1
 MIN_IMPORTANCE_TRIALS = 20
 MIN_GP_TRIALS = 5  # the GP views need a few distinct configurations
-METHODS = ("ped-anova", "fanova", "gp-sensitivity", "gp-lengthscale")
+METHODS = ("ped-anova", "fanova", "gp-sensitivity", "gp-lengthscale", "gp-ablation")
 USER_ATTR = "importance"
 FIGURE_ID = "impact_ranking"
 
@@ -43,6 +49,15 @@ def tuning_trials(study) -> list:
         t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         if t.user_attrs.get("role", ROLE_SEARCH) in (ROLE_DEFAULT, ROLE_SEARCH)
     ]
+
+
+def default_config(trials) -> dict | None:
+    """The system default's parameters: the first default-role run's, else those the first enqueued
+    trial was given (``fixed_params``, as ``study.enqueue_trial`` stores them); None with neither."""
+    for t in trials:
+        if t.user_attrs.get("role") == ROLE_DEFAULT:
+            return dict(t.params)
+    return next((dict(t.system_attrs["fixed_params"]) for t in trials if "fixed_params" in t.system_attrs), None)
 
 
 def param_importances(study) -> dict[str, float] | None:
@@ -97,6 +112,10 @@ def rank_parameters(study, seed: int = 0) -> dict[str, dict[str, float]]:
         surrogate = Surrogate.from_trials(tuning)
         ranking["gp-sensitivity"] = normalised(surrogate.main_effects(seed))
         ranking["gp-lengthscale"] = normalised(surrogate.inverse_lengthscales())
+        default = default_config(study.get_trials(deepcopy=False))
+        gains = surrogate.ablation_gains(default) if default is not None else {}
+        if sum(gains.values()) > 0:
+            ranking["gp-ablation"] = normalised(gains)
     return ranking
 
 
@@ -108,6 +127,23 @@ def consensus(ranking: Mapping[str, Mapping[str, float]]) -> list[str]:
     names = {n for view in ranking.values() for n in view}
     mean = {n: sum(view.get(n, 0.0) for view in ranking.values()) / len(ranking) for n in names}
     return sorted(names, key=lambda n: (-mean[n], n))
+
+
+def impact_order(rankings: list[Mapping[str, Mapping[str, float]]]) -> list[str]:
+    """Parameters for impact-first tuning from earlier studies' rankings, the first to activate first.
+
+    By the mean ``gp-ablation`` importance over the rankings that have one
+    (what moving a parameter off its default gained), ties (parameters the
+    earlier incumbents left at their defaults) in the :func:`consensus` order
+    of every view; without any ablation view, that consensus order.
+    """
+    views = {f"{i}:{method}": view for i, ranking in enumerate(rankings) for method, view in ranking.items()}
+    order = consensus(views)
+    ablation = [ranking["gp-ablation"] for ranking in rankings if "gp-ablation" in ranking]
+    if not ablation:
+        return order
+    gain = {n: sum(view.get(n, 0.0) for view in ablation) / len(ablation) for n in order}
+    return sorted(order, key=lambda n: (-gain[n], order.index(n)))
 
 
 def ranking_text(ranking: Mapping[str, Mapping[str, float]]) -> str:

@@ -377,15 +377,14 @@ def default_sampler(seed: int = 0):
 
 
 def impact_first_sampler(storage, kernel: str, study: str | None = None, seed: int = 0):
-    """iobo's impact-first sampler, its prior ranking the consensus of the rankings that earlier
-    studies of ``kernel`` saved in ``storage`` (``iobo importance``), study ``study`` excluded;
-    with none saved, it screens first."""
-    from iobo.importance import consensus, stored_rankings
+    """iobo's impact-first sampler, its prior ranking made from the rankings that earlier studies of
+    ``kernel`` saved in ``storage`` (``iobo importance``; :func:`iobo.importance.impact_order`), study
+    ``study`` excluded; with none saved, it screens first."""
+    from iobo.importance import impact_order, stored_rankings
     from iobo.samplers import ImpactFirstSampler
 
     rankings = stored_rankings(open_storage(storage), kernel, exclude=study)
-    views = {f"{i}:{method}": view for i, ranking in enumerate(rankings) for method, view in ranking.items()}
-    return ImpactFirstSampler(seed=seed, prior_ranking=consensus(views) if views else None)
+    return ImpactFirstSampler(seed=seed, prior_ranking=impact_order(rankings) if rankings else None)
 
 
 def best_trial(study):

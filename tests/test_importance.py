@@ -9,7 +9,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import create_trial
 
 from iobo.cli import main
-from iobo.importance import METHODS, consensus, rank_parameters, save_ranking, stored_rankings
+from iobo.importance import METHODS, consensus, impact_order, rank_parameters, save_ranking, stored_rankings
 
 CHOICES = {
     "stripes": (1, 2, 4, 8, 16),          # strong: x8 across its range
@@ -26,15 +26,21 @@ def bandwidth(config: dict, rng: np.random.Generator) -> float:
     return math.exp(log_bw + 0.05 * rng.standard_normal())
 
 
-def synthetic_study(storage=None, name="synthetic", trials=40, seed=0):
+DEFAULT = {"stripes": 1, "cb_buffer_size": 1, "sieve": 1, "meta_block": "a", "mdc": 1}
+
+
+def synthetic_study(storage=None, name="synthetic", trials=40, seed=0, default=DEFAULT):
+    """A default run (``default``; None: none), then random search runs: ``trials`` in all."""
     rng = np.random.default_rng(seed)
     study = optuna.create_study(storage=storage, study_name=name, direction="maximize")
     study.set_user_attr("kernel", "vpic")
     distributions = {n: CategoricalDistribution(c) for n, c in CHOICES.items()}
-    for _ in range(trials):
+    for i in range(trials):
         config = {n: c[rng.integers(len(c))] for n, c in CHOICES.items()}
+        role = "default" if i == 0 and default is not None else "search"
+        config = dict(default) if role == "default" else config
         study.add_trial(create_trial(params=config, distributions=distributions, value=bandwidth(config, rng),
-                                     user_attrs={"role": "search"}))
+                                     user_attrs={"role": role}))
     return study
 
 
@@ -50,8 +56,21 @@ def test_every_view_ranks_the_influential_parameters_first():
     assert gp["stripes"] + gp["cb_buffer_size"] > 0.9
 
 
+def test_ablation_ranks_only_what_must_leave_the_default():
+    # the default already has the strongest parameter at its best value: only cb_buffer_size must move
+    ranking = rank_parameters(synthetic_study(default={**DEFAULT, "stripes": 16}))
+    assert list(ranking["gp-sensitivity"])[0] == "stripes"
+    ablation = ranking["gp-ablation"]
+    assert list(ablation)[0] == "cb_buffer_size" and ablation["cb_buffer_size"] > 0.8, ablation
+    assert ablation["stripes"] < 0.05, ablation
+
+
+def test_ablation_needs_a_default_run():
+    assert "gp-ablation" not in rank_parameters(synthetic_study(default=None))
+
+
 def test_few_trials_give_only_the_gp_views_then_none():
-    assert set(rank_parameters(synthetic_study(trials=8))) == {"gp-sensitivity", "gp-lengthscale"}
+    assert set(rank_parameters(synthetic_study(trials=8))) == {"gp-sensitivity", "gp-lengthscale", "gp-ablation"}
     assert rank_parameters(synthetic_study(trials=3)) == {}
 
 
@@ -72,3 +91,14 @@ def test_saved_ranking_is_found_by_later_studies_and_printed_by_the_cli(storage,
     lines = out.splitlines()
     assert lines[0].split() == ["parameter", *METHODS]
     assert lines[1].split()[0] == "stripes"
+
+
+def test_impact_order_activates_what_left_the_default_first_then_the_consensus():
+    earlier = {"gp-ablation": {"a": 0.9, "b": 0.1, "c": 0.0, "d": 0.0},
+               "gp-sensitivity": {"d": 0.5, "a": 0.3, "c": 0.15, "b": 0.05}}
+    assert impact_order([earlier]) == ["a", "b", "d", "c"]
+    without = {"gp-sensitivity": earlier["gp-sensitivity"]}
+    assert impact_order([without]) == ["d", "a", "c", "b"]
+    # the ablation gains are averaged over the earlier studies that have them
+    other = {"gp-ablation": {"a": 0.0, "b": 0.0, "c": 1.0, "d": 0.0}}
+    assert impact_order([earlier, other, without])[:2] == ["c", "a"]

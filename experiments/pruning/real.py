@@ -189,8 +189,9 @@ def add_run_arguments(parser: argparse.ArgumentParser, seeds: int) -> None:
     parser.add_argument("--particles", type=int, default=2 * 2**20,
                         help="particles per rank: 32 bytes each per step (default 2 Mi: 128 MiB per step on 2 ranks)")
     parser.add_argument("--flush-steps", action="store_true",
-                        help="each step made durable inside its timed step (the vpic kernel's --flush-steps): step "
-                        "MB/s then measure the disk; default: the steps write to the page cache, one fsync at the close")
+                        help="each step made durable inside its timed step (the vpic kernel's --flush-steps): "
+                        "step MB/s then measure the disk; default: the steps write to the page cache, one fsync "
+                        "at the close")
     parser.add_argument("--timeout", type=float, default=180.0, help="per-trial limit in seconds")
     parser.add_argument("--workdir", default="/var/tmp/iobo-pruning-real",
                         help="where the kernels write (a local disk, not tmpfs); a fresh directory inside it is "

@@ -17,25 +17,26 @@ base sampler chose in that trial) and ``held_params`` (the others' values):
   completed trials in a row have not beaten the best measured bandwidth,
   until every parameter is active.  The active set never shrinks.
 
-With ``prior_ranking`` (e.g. the consensus of rankings that earlier studies
-of the same workload saved in the same storage, :func:`iobo.tuner.impact_first_sampler`)
-screening is skipped: impact-first from the first trial.
+With ``prior_ranking`` (e.g. :func:`iobo.importance.impact_order` of the
+rankings that earlier studies of the same workload saved in the same
+storage, as :func:`iobo.tuner.impact_first_sampler` does) screening is
+skipped: impact-first from the first trial.
 
-The ranking, made at each stage, is the first-order sensitivity (main
-effects) of iobo's GP surrogate fitted to every completed trial
-(:meth:`iobo.surrogate.Surrogate.main_effects`), averaged with the prior
-ranking when one is given (:func:`iobo.importance.consensus`).  On 10-20
-screening runs of the benchmark problems (experiments/sampler) it put
-50-87% of the true top three parameters (by main effect) in its top three,
-against 40-60% for the GP's inverse lengthscales, which also reward
-parameters that only interact; PED-ANOVA compares the top 10% of the
-trials, so it needs 20 or more, longer than a screening.
+The ranking, made at each stage, is the GP surrogate's ablation from the
+system default to the incumbent (fitted to every completed trial;
+:meth:`iobo.surrogate.Surrogate.ablation_gains`): what each parameter's
+move away from its default gains, so a parameter that matters but is
+already at its best value by default takes no active slot; while the
+incumbent is the default itself, the GP's main effects
+(:meth:`~iobo.surrogate.Surrogate.main_effects`).  With a prior ranking the
+two are averaged (:func:`iobo.importance.consensus`).  PED-ANOVA compares
+the top 10% of the trials, so it needs 20 or more, longer than a screening.
 
 Held values, per parameter: the incumbent's (the measured configuration with
 the best GP posterior mean; before the GP is fitted, the best measured
 run), else that of the best measured run that has the parameter (a
-``chunk_size`` when the incumbent is contiguous), else the first enqueued
-trial's (the tuner's system-default run); a parameter no trial has had yet
+``chunk_size`` when the incumbent is contiguous), else the system
+default's (:func:`iobo.importance.default_config`); a parameter no trial has had yet
 is left to the base sampler.  A conditional parameter joins the active set
 with its parent (``chunk_size`` brings ``layout``); one whose parent is held
 at another value is simply not asked.  Non-categorical parameters are left
@@ -57,7 +58,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from iobo._errors import ConfigError
 from iobo._gp.encoding import infer_conditions, same_choice
-from iobo.importance import MIN_GP_TRIALS, normalised, consensus
+from iobo.importance import MIN_GP_TRIALS, consensus, default_config, normalised
 from iobo.samplers._gp import GPSampler
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def _prior_view(prior: Sequence[str] | Mapping[str, float] | None) -> dict[str, 
     """A prior ranking as importances summing to 1: a dict as given, an ordered list by rank (n, n-1, ..., 1)."""
     if prior is None:
         return None
-    fix = ("pass parameter names most important first (e.g. iobo.importance.consensus of stored rankings) "
+    fix = ("pass parameter names most important first (e.g. iobo.importance.impact_order of stored rankings) "
            "or a dict name -> importance >= 0, or None to screen first")
     if isinstance(prior, Mapping):
         ok = all(isinstance(n, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -223,7 +224,8 @@ class ImpactFirstSampler(BaseSampler):
             surrogate = Surrogate.from_trials(complete)
         active = set(previous.user_attrs[ACTIVE_ATTR]) if previous is not None else set()
         joining = self._widen_by if previous is not None else self._initial
-        active |= set([n for n in self._ranking(names, surrogate) if n not in active][:joining])
+        default = default_config(study.get_trials(deepcopy=False))
+        active |= set([n for n in self._ranking(names, surrogate, default) if n not in active][:joining])
         conditions = infer_conditions(names, [t.params for t in complete])
         active |= {conditions[n][0] for n in active if n in conditions}
 
@@ -231,18 +233,21 @@ class ImpactFirstSampler(BaseSampler):
         for t in complete:  # best measured first
             for name, value in t.params.items():
                 held.setdefault(name, value)
-        enqueued = next((t.system_attrs["fixed_params"] for t in study.get_trials(deepcopy=False)
-                         if "fixed_params" in t.system_attrs), {})
-        for name, value in enqueued.items():
+        for name, value in (default or {}).items():
             held.setdefault(name, value)
         return _Plan(key, frozenset(active), {n: v for n, v in held.items() if n not in active})
 
-    def _ranking(self, names: list[str], surrogate: Surrogate | None) -> list[str]:
-        """Parameters, most important first: the mean of the prior's importances and the GP's
-        main effects (when fitted); the study's parameters neither ranks come last, in name order."""
+    def _ranking(self, names: list[str], surrogate: Surrogate | None, default: dict | None) -> list[str]:
+        """Parameters, most important first: the mean of the prior's importances and the GP's view
+        (when fitted): its ablation gains from the system default to the incumbent, or its main effects
+        while the incumbent is the default; the study's parameters neither ranks come last, in name order."""
         views = {"prior": self._prior} if self._prior is not None else {}
         if surrogate is not None:
-            views["gp-sensitivity"] = normalised(surrogate.main_effects(self._seed))
+            gains = surrogate.ablation_gains(default) if default is not None else {}
+            if sum(gains.values()) > 0:
+                views["gp-ablation"] = normalised(gains)
+            else:
+                views["gp-sensitivity"] = normalised(surrogate.main_effects(self._seed))
         ranked = consensus(views)
         return ranked + sorted(set(names) - set(ranked))
 

@@ -74,6 +74,14 @@ def test_ranks_the_two_parameters_that_matter_and_reaches_the_optimum():
     assert max(t.value for t in study.trials) == pytest.approx(1000.0)
 
 
+def test_a_parameter_already_best_at_its_default_is_not_activated_first():
+    def mode_matters_most(c) -> float:  # the default's "independent" is already the best mode, x20
+        return two_that_matter(c) * (20.0 if c["mode"] == "independent" else 1.0)
+
+    study = run(ImpactFirstSampler(seed=0, screening_trials=8, initial_active=2), 10, objective=mode_matters_most)
+    assert set(impact_first_trials(study)[0].user_attrs[ACTIVE_ATTR]) == {"stripes", "buffer"}
+
+
 def test_after_screening_only_active_parameters_vary():
     study = run(ImpactFirstSampler(seed=1, screening_trials=6, initial_active=2, patience=50), 16)
     staged = impact_first_trials(study)
