@@ -112,11 +112,17 @@ def rank_parameters(study, seed: int = 0) -> dict[str, dict[str, float]]:
         surrogate = Surrogate.from_trials(tuning)
         ranking["gp-sensitivity"] = normalised(surrogate.main_effects(seed))
         ranking["gp-lengthscale"] = normalised(surrogate.inverse_lengthscales())
-        default = default_config(study.get_trials(deepcopy=False))
-        gains = surrogate.ablation_gains(default) if default is not None else {}
-        if sum(gains.values()) > 0:
-            ranking["gp-ablation"] = normalised(gains)
+        ablation = ablation_view(surrogate, default_config(study.get_trials(deepcopy=False)))
+        if ablation is not None:
+            ranking["gp-ablation"] = ablation
     return ranking
+
+
+def ablation_view(surrogate, default: Mapping | None) -> dict[str, float] | None:
+    """The ``gp-ablation`` view: ``surrogate``'s ablation gains from ``default`` to its incumbent, as shares;
+    None without a default or when the incumbent gains nothing over it (nothing had to move)."""
+    gains = surrogate.ablation_gains(default) if default is not None else {}
+    return normalised(gains) if sum(gains.values()) > 0 else None
 
 
 def consensus(ranking: Mapping[str, Mapping[str, float]]) -> list[str]:

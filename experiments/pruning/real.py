@@ -179,6 +179,11 @@ def setup_text(args) -> str:
             f"{'at each step (--flush-steps)' if args.flush_steps else 'at the close'}")
 
 
+def seeds_of(args) -> range:
+    """The seeds to run: --first-seed onwards, --seeds of them."""
+    return range(args.first_seed, args.first_seed + args.seeds)
+
+
 def add_run_arguments(parser: argparse.ArgumentParser, seeds: int) -> None:
     """The options of the tuning runs (what :func:`run_arm` reads), shared with ``replay.py``."""
     parser.add_argument("--seeds", type=int, default=seeds)
@@ -213,7 +218,7 @@ def main(argv=None) -> int:
           f"RandomSampler over {', '.join(SPACE.names)}; {args.trials} trials per arm incl. 3 default runs "
           f"(never pruned); {args.seeds} seed(s); arms: {NO_PRUNER}, {', '.join(pruners)}")
     try:
-        runs = [one_seed(seed, args, base, pruners) for seed in range(args.first_seed, args.first_seed + args.seeds)]
+        runs = [one_seed(seed, args, base, pruners) for seed in seeds_of(args)]
         left = sorted(str(p.relative_to(base)) for p in base.glob("*/trial-*"))
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -173,7 +173,7 @@ def main(argv=None) -> int:
         print(setup)
         try:
             first = args.first_seed
-            recordings = [record(seed, args, base) for seed in range(first, first + args.seeds)]
+            recordings = [record(seed, args, base) for seed in real.seeds_of(args)]
         finally:
             shutil.rmtree(base, ignore_errors=True)
         if args.record:

@@ -58,7 +58,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from iobo._errors import ConfigError
 from iobo._gp.encoding import infer_conditions, same_choice
-from iobo.importance import MIN_GP_TRIALS, consensus, default_config, normalised
+from iobo.importance import MIN_GP_TRIALS, ablation_view, consensus, default_config, normalised
 from iobo.samplers._gp import GPSampler
 
 if TYPE_CHECKING:
@@ -203,7 +203,8 @@ class ImpactFirstSampler(BaseSampler):
                 f"{[d.name for d in study.directions]}; use a single maximised objective (bandwidth in MB/s)"
             )
         key = (study.study_name, trial.number)
-        trials = [t for t in study.get_trials(deepcopy=False) if t.number != trial.number]
+        every = study.get_trials(deepcopy=False)
+        trials = [t for t in every if t.number != trial.number]
         complete = sorted((t for t in trials if _usable(t)), key=lambda t: -t.value)
         distinct = len({tuple(sorted((n, repr(v)) for n, v in t.params.items())) for t in complete})
         if self._prior is None and distinct < self._screening:
@@ -224,7 +225,7 @@ class ImpactFirstSampler(BaseSampler):
             surrogate = Surrogate.from_trials(complete)
         active = set(previous.user_attrs[ACTIVE_ATTR]) if previous is not None else set()
         joining = self._widen_by if previous is not None else self._initial
-        default = default_config(study.get_trials(deepcopy=False))
+        default = default_config(every)
         active |= set([n for n in self._ranking(names, surrogate, default) if n not in active][:joining])
         conditions = infer_conditions(names, [t.params for t in complete])
         active |= {conditions[n][0] for n in active if n in conditions}
@@ -243,9 +244,9 @@ class ImpactFirstSampler(BaseSampler):
         while the incumbent is the default; the study's parameters neither ranks come last, in name order."""
         views = {"prior": self._prior} if self._prior is not None else {}
         if surrogate is not None:
-            gains = surrogate.ablation_gains(default) if default is not None else {}
-            if sum(gains.values()) > 0:
-                views["gp-ablation"] = normalised(gains)
+            ablation = ablation_view(surrogate, default)
+            if ablation is not None:
+                views["gp-ablation"] = ablation
             else:
                 views["gp-sensitivity"] = normalised(surrogate.main_effects(self._seed))
         ranked = consensus(views)
