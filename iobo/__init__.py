@@ -5,7 +5,7 @@ kernels over MPI; the search space spans HDF5, MPI-IO (ROMIO) and Lustre.
 ``import iobo`` is light: Optuna, Parsl, torch and h5py load only when used.
 """
 
-from iobo._errors import ConfigError, IoboError, KernelError, SpaceError
+from iobo.errors import ConfigError, IoboError, KernelError, SpaceError
 from iobo.config import IOConfig
 from iobo.space import Parameter, Space, Workload, io_stack_space
 

@@ -19,7 +19,7 @@ import os
 import shlex
 from pathlib import Path
 
-from iobo._errors import ConfigError
+from iobo.errors import ConfigError
 from iobo.config import IOConfig
 
 ADAPTERS_DIR = Path(__file__).resolve().parent.parent / "adapters"

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from iobo._errors import ConfigError, IoboError
+from iobo.errors import ConfigError, IoboError
 from iobo.config import EXPORT_FORMATS
 
 DEFAULT_STORAGE = "sqlite:///iobo.db"

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import escape
 
-from iobo._errors import ConfigError, SpaceError
+from iobo.errors import ConfigError, SpaceError
 from iobo.space import Parameter, Space, Workload, format_value, io_stack_space
 
 EXPORT_FORMATS = ("json", "romio-hints", "env", "h5tuner-xml", "lfs")

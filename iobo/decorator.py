@@ -46,7 +46,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from iobo._errors import ConfigError, KernelError
+from iobo.errors import ConfigError, KernelError
 from iobo.config import IOConfig
 from iobo.space import Space, Workload, format_value, io_stack_space
 from iobo.storage import open_storage

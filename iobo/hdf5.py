@@ -31,7 +31,7 @@ import h5py  # at import, not in File: a task timing its own open must not time 
 import numpy as np
 from h5py import h5f
 
-from iobo._errors import ConfigError
+from iobo.errors import ConfigError
 from iobo.config import IOConfig
 from iobo.kernels import _common
 

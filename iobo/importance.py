@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from iobo._errors import ConfigError
+from iobo.errors import ConfigError
 from iobo.tuner import ROLE_DEFAULT, ROLE_SEARCH
 
 # PED-ANOVA ranks parameters by how their values differ in the top 10% of

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from iobo._errors import KernelError
+from iobo.errors import KernelError
 
 MB = 1_000_000
 

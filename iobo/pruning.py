@@ -6,7 +6,7 @@ Parsl placed it, opens the study from its storage URL there, reports each
 step's bandwidth as the trial's intermediate value (``trial.report``) and
 asks the study's pruner whether to stop (``trial.should_prune``).  When it
 says so, :func:`iobo.launch.run_kernel` kills the MPI job, removes its files
-and raises :class:`iobo._errors.KernelPruned`; the tuner marks the trial
+and raises :class:`iobo.errors.KernelPruned`; the tuner marks the trial
 PRUNED.
 
 Pruners (:data:`PRUNERS`):
@@ -41,7 +41,7 @@ from typing import Any
 from optuna.pruners import BasePruner
 from optuna.trial import TrialState
 
-from iobo._errors import ConfigError
+from iobo.errors import ConfigError
 
 MIN_COMPLETED = 3  # completed trials before any pruning (the tuner's default runs)
 WILCOXON_P = 0.1  # stop when the signed-rank test's p-value (trial worse than the best) falls below this

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from iobo._errors import SpaceError
+from iobo.errors import SpaceError
 
 LAYERS = ("hdf5", "mpiio", "lustre", "app")
 

@@ -33,7 +33,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from iobo._errors import ConfigError
+from iobo.errors import ConfigError
 from iobo.measure import roti
 
 

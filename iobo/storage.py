@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from iobo._errors import ConfigError
+from iobo.errors import ConfigError
 
 JOURNAL_SCHEME = "journal://"
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from iobo._errors import ConfigError
+from iobo.errors import ConfigError
 from iobo._gp.encoding import INACTIVE, Encoding, infer_conditions
 from iobo.space import SIZE_RATIOS
 

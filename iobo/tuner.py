@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from iobo import kernels
-from iobo._errors import ConfigError, KernelError, KernelPruned
+from iobo.errors import ConfigError, KernelError, KernelPruned
 from iobo.config import IOConfig
 from iobo.launch import KernelJob, MPILauncher, MpiexecLauncher
 from iobo.space import Space

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from iobo import adapters
-from iobo._errors import ConfigError
+from iobo.errors import ConfigError
 from iobo.config import IOConfig
 from iobo.space import KiB, MiB
 

@@ -7,7 +7,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
-from iobo._errors import ConfigError, KernelPruned
+from iobo.errors import ConfigError, KernelPruned
 from iobo.launch import KernelJob, run_kernel
 from iobo.pruning import MarginPruner, StepReporter
 from iobo.tuner import ROLE_DEFAULT, ROLE_SEARCH, Tuner

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from iobo._errors import ConfigError
+from iobo.errors import ConfigError
 from iobo.stopping import (
     ExpectedGainBelow,
     FixedBudget,

@@ -21,7 +21,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from iobo._errors import ConfigError
+from iobo.errors import ConfigError
 
 MB = 1e6  # bytes; every bandwidth here is in MB/s
 

@@ -103,7 +103,7 @@ def load_config_file(path: str):
     """Load a Parsl ``Config`` from a Python file defining ``config`` (a site config)."""
     import runpy
 
-    from iobo._errors import ConfigError
+    from iobo.errors import ConfigError
 
     if not Path(path).is_file():
         raise ConfigError(f"Parsl site config {path!r} does not exist; pass a Python file that defines `config`")
@@ -177,7 +177,7 @@ class ParslRunner:
         if specification:
             return self._app(job, parsl_resource_specification=specification)
         if self._mpi_mode:  # Parsl's MPI mode hangs on a task without one (Parsl issue #3427)
-            from iobo._errors import ConfigError
+            from iobo.errors import ConfigError
 
             raise ConfigError(
                 f"the Parsl executor runs in MPI mode but the trial's launcher {job.launcher!r} asks for no "

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from iobo._errors import ConfigError
+from iobo.errors import ConfigError
 from iobo.space import Space, Workload
 
 

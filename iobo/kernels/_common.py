@@ -31,7 +31,7 @@ from pathlib import Path
 from time import perf_counter, sleep
 from typing import Any
 
-from iobo._errors import ConfigError, IoboError, KernelError, SpaceError
+from iobo.errors import ConfigError, IoboError, KernelError, SpaceError
 from iobo.config import IOConfig
 from iobo.kernels import KernelSpec
 from iobo.space import Parameter, Space, Workload, io_stack_space

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from iobo._errors import ConfigError
+from iobo.errors import ConfigError
 from iobo.config import IOConfig
 from iobo.kernels import KernelSpec, _common, vpic
 from iobo.space import Space, Workload

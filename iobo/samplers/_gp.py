@@ -36,7 +36,7 @@ from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from iobo._errors import ConfigError
+from iobo.errors import ConfigError
 from iobo._gp.design import latin_index
 from iobo._gp.encoding import Encoding, infer_conditions, same_choice
 from iobo.space import SIZE_RATIOS

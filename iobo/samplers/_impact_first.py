@@ -56,7 +56,7 @@ from optuna.samplers import BaseSampler
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from iobo._errors import ConfigError
+from iobo.errors import ConfigError
 from iobo._gp.encoding import infer_conditions, same_choice
 from iobo.importance import MIN_GP_TRIALS, ablation_view, consensus, default_config, normalised
 from iobo.samplers._gp import GPSampler

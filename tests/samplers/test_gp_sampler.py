@@ -10,7 +10,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
-from iobo._errors import ConfigError
+from iobo.errors import ConfigError
 from iobo.samplers import GPSampler
 from iobo.space import Workload, io_stack_space
 

@@ -5,7 +5,7 @@ import math
 import optuna
 import pytest
 
-from iobo._errors import ConfigError
+from iobo.errors import ConfigError
 from iobo.cli import main
 from iobo.samplers import ImpactFirstSampler
 from iobo.samplers._impact_first import ACTIVE_ATTR, HELD_ATTR, IMPACT_FIRST, PHASE_ATTR, SCREENING

@@ -19,8 +19,8 @@ class ConfigError(IoboError, ValueError):
     """A configuration (tuner, kernel, site) is invalid; raised before launch."""
 
 
-class KernelError(IoboError):
-    """A launched I/O kernel failed: non-zero exit, timeout or unreadable result.
+class JobEnded(IoboError):
+    """A launched job ended without a result: the base of :class:`KernelError` and :class:`KernelPruned`.
 
     Carries what a user needs to debug the job, as Parsl's ``SubmitException``
     does: the command line, exit code, the tails of stdout and stderr, and the
@@ -65,8 +65,15 @@ class KernelError(IoboError):
         )
 
 
-class KernelPruned(KernelError):
-    """A kernel run stopped early on purpose: its steps were slower than the other trials' (pruning)."""
+class KernelError(JobEnded):
+    """A launched I/O kernel failed: non-zero exit, timeout or unreadable result."""
+
+
+class KernelPruned(JobEnded):
+    """A kernel run stopped early on purpose: its steps were slower than the other trials' (pruning).
+
+    Not an error: the trial is told PRUNED, not FAIL.
+    """
 
 
 def _rebuild_kernel_error(reason, command, returncode, stdout_tail, stderr_tail, workdir, cls=KernelError):
