@@ -46,11 +46,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from iobo.errors import ConfigError, KernelError
+from iobo import trials
 from iobo.config import IOConfig
+from iobo.errors import ConfigError, KernelError
+from iobo.measure import bandwidth_mb_per_s
 from iobo.space import Space, Workload, format_value, io_stack_space
-from iobo.storage import open_storage
-from iobo.tuner import DEFAULT_STORAGE, METRIC_NAME, ROLE_DEFAULT, _state, best_trial, default_sampler, suggest_config
+from iobo.storage import DEFAULT_STORAGE, open_storage
 
 MODE_ENV = "IOBO_MODE"
 TUNE, PRODUCTION = "tune", "production"
@@ -192,14 +193,15 @@ class TunedApp:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         space = self.settings.space
         try:
-            best = best_trial(optuna.load_study(study_name=self.study_name, storage=open_storage(self.settings.storage)))
+            best = trials.best_trial(optuna.load_study(study_name=self.study_name,
+                                                       storage=open_storage(self.settings.storage)))
         except KeyError:
             best = None
         if best is None:
             self._say(f"{self.name}: study {self.study_name!r} has no completed trial yet: "
                       f"running with the system default configuration")
             return IOConfig.default(space)
-        config = IOConfig(best.user_attrs.get("config", best.params), space)
+        config = IOConfig(trials.config_of(best), space)
         changed = ", ".join(f"{name}={format_value(value, space[name].unit)}"
                             for name, value in config.changed().items())
         self._say(f"{self.name}: applying trial {best.number} of study {self.study_name!r} "
@@ -210,38 +212,19 @@ class TunedApp:
     def _ask(self):
         with self._lock:
             trial = self._open_study().ask()
-            values = suggest_config(trial, self.settings.space, self.settings.workload)
+            values = trials.record_suggestion(trial, self.settings.space, self.settings.workload)
         return trial, IOConfig(values, self.settings.space)
 
     def _open_study(self):
         """Create or load the study once; a loaded one must have been made for this task."""
         if self._study is not None:
             return self._study
-        import warnings
+        from iobo.samplers.registry import make_sampler
 
-        import optuna
-
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        study = optuna.create_study(
-            storage=open_storage(self.settings.storage), study_name=self.study_name, direction="maximize",
-            sampler=self.settings.sampler or default_sampler(self.settings.seed), load_if_exists=True,
-        )
-        made_for = study.user_attrs.get("task", study.user_attrs.get("kernel"))
-        if made_for is None:  # a new study, or one made for this task by hand (trials enqueued)
-            study.set_user_attr("task", self.name)
-            study.set_user_attr("space", list(self.settings.space.names))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                study.set_metric_names([METRIC_NAME])
-        elif made_for != self.name:
-            raise ConfigError(
-                f"study {self.study_name!r} was made for {made_for!r}, not for task {self.name!r}: "
-                f"pass another study= name"
-            )
-        queued = sum(1 for t in study.get_trials(deepcopy=False, states=(_state("COMPLETE"), _state("WAITING")))
-                     if t.user_attrs.get("role") == ROLE_DEFAULT)
-        for _ in range(self.settings.default_repeats - queued):
-            study.enqueue_trial(self.settings.space.default(), user_attrs={"role": ROLE_DEFAULT})
+        study = trials.open_study(self.settings.storage, self.study_name,
+                                  self.settings.sampler or make_sampler("gp", self.settings.seed),
+                                  {"task": self.name}, self.settings.space.names)
+        trials.enqueue_defaults(study, self.settings.space.default(), self.settings.default_repeats)
         self._study = study
         return study
 
@@ -268,18 +251,18 @@ class TunedApp:
         except KernelError as exc:
             self._tell_fail(trial, str(exc))
             return
-        mb_per_s = nbytes / seconds / 1e6
+        value = bandwidth_mb_per_s(nbytes, seconds)
         with self._lock:
-            for key, value in (("bytes", nbytes), ("seconds", seconds), ("timed_by", timed_by)):
-                trial.set_user_attr(key, value)
-            self._study.tell(trial, mb_per_s)
-        self._say(f"{self.name}: trial {trial.number} [{trial.user_attrs['role']}] {mb_per_s:,.1f} MB/s "
+            for key, attr in (("bytes", nbytes), ("seconds", seconds), ("timed_by", timed_by)):
+                trial.set_user_attr(key, attr)
+            self._study.tell(trial, value)
+        self._say(f"{self.name}: trial {trial.number} [{trial.user_attrs['role']}] {value:,.1f} MB/s "
                   f"({nbytes} bytes in {seconds:.4f} s)")
 
     def _tell_fail(self, trial, reason: str) -> None:
         with self._lock:
             trial.set_user_attr("fail_reason", reason[:2000])
-            self._study.tell(trial, state=_state("FAIL"))
+            self._study.tell(trial, state=trials.state("FAIL"))
         self._say(f"{self.name}: trial {trial.number} FAILED: {reason}")
 
     def _say(self, line: str) -> None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from iobo.errors import ConfigError
-from iobo.tuner import ROLE_DEFAULT, ROLE_SEARCH
+from iobo.trials import default_config, tuning_trials
 
 # PED-ANOVA ranks parameters by how their values differ in the top 10% of
 # trials; with 20 trials that top holds 2, the fewest it can compare.
@@ -39,25 +39,6 @@ MIN_GP_TRIALS = 5  # the GP views need a few distinct configurations
 METHODS = ("ped-anova", "fanova", "gp-sensitivity", "gp-lengthscale", "gp-ablation")
 USER_ATTR = "importance"
 FIGURE_ID = "impact_ranking"
-
-
-def tuning_trials(study) -> list:
-    """Completed trials of the default and search roles."""
-    from optuna.trial import TrialState
-
-    return [
-        t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        if t.user_attrs.get("role", ROLE_SEARCH) in (ROLE_DEFAULT, ROLE_SEARCH)
-    ]
-
-
-def default_config(trials) -> dict | None:
-    """The system default's parameters: the first default-role run's, else those the first enqueued
-    trial was given (``fixed_params``, as ``study.enqueue_trial`` stores them); None with neither."""
-    for t in trials:
-        if t.user_attrs.get("role") == ROLE_DEFAULT:
-            return dict(t.params)
-    return next((dict(t.system_attrs["fixed_params"]) for t in trials if "fixed_params" in t.system_attrs), None)
 
 
 def param_importances(study) -> dict[str, float] | None:

@@ -250,6 +250,24 @@ def _die_with_parent() -> None:
         pass
 
 
+_RUNNING: set[subprocess.Popen] = set()  # MPI jobs started by this process and not yet reaped
+_RUNNING_LOCK = threading.Lock()
+
+
+def kill_running_jobs() -> int:
+    """Kill every MPI job this process started that still runs (its whole process group); returns how many.
+
+    For runners whose jobs are started by threads of this process
+    (:class:`iobo.runners.local.LocalRunner`): an interrupt of the main thread
+    does not reach them.
+    """
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for proc in running:
+        _kill_group(proc)
+    return len(running)
+
+
 def _run(command, cwd, timeout_s, on_step):
     """Start ``command`` in its own process group; return (stdout lines, stderr lines, code, timed_out, pruned_after).
 
@@ -264,6 +282,17 @@ def _run(command, cwd, timeout_s, on_step):
         )
     except FileNotFoundError as exc:
         raise ConfigError(f"cannot start {command[0]!r}: {exc}; is it installed and on PATH?") from None
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
+    try:
+        return _follow(proc, timeout_s, on_step)
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
+
+
+def _follow(proc: subprocess.Popen, timeout_s, on_step):
+    """Read ``proc``'s output until it ends (see :func:`_run`)."""
     stdout: list[str] = []
     stderr: list[str] = []
     pruned_after: int | None = None  # set once, by the stdout reader

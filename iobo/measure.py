@@ -19,7 +19,8 @@ MB = 1_000_000
 def bandwidth_mb_per_s(nbytes: int, seconds: float) -> float:
     """Bytes moved over seconds (open + transfer + close, max over ranks), in MB/s."""
     if seconds <= 0:
-        raise ValueError(f"seconds must be positive to compute a bandwidth; got {seconds!r}")
+        raise KernelError(f"a bandwidth needs a positive duration; got {seconds!r} s for {nbytes} bytes: "
+                          f"the run's timing is broken (check that the kernel times open + transfer + close)")
     return nbytes / seconds / MB
 
 
@@ -27,7 +28,7 @@ def mixed_objective(read_mb_per_s: float, write_mb_per_s: float, bytes_read: int
     """TunIO's objective ``(1 - a) * BW_read + a * BW_write``, ``a`` = share of bytes written."""
     moved = bytes_read + bytes_written
     if moved <= 0:
-        raise ValueError("a mixed objective needs some bytes moved")
+        raise KernelError("a mixed objective needs some bytes moved; the run reported 0 bytes read and written")
     a = bytes_written / moved
     return (1 - a) * read_mb_per_s + a * write_mb_per_s
 

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iobo import trials as study_trials
 from iobo.importance import MIN_IMPORTANCE_TRIALS, param_importances
-from iobo.measure import MB, Spread, roti
-from iobo.tuner import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH, best_trial
+from iobo.measure import MB, Spread
+from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT
 
 
 @dataclass(frozen=True)
@@ -112,26 +113,36 @@ class StudyReport:
         minutes, _, value = max(self.roti_curve, key=lambda row: row[2])
         return value, minutes
 
-    def text(self) -> str:
-        lines = [f"study {self.study!r}: kernel {self.kernel} on {self.ranks} ranks"]
-        lines.append("trials: " + ", ".join(f"{n} {state.lower()}" for state, n in self.counts.items() if n))
+    def summary_rows(self) -> list[tuple[str, str]]:
+        """The summary as (label, value) rows: the one content that :meth:`text`, :func:`render_html` and the
+        dashboard's note render."""
+        rows = [("kernel", f"{self.kernel} on {self.ranks} MPI ranks"),
+                ("trials", ", ".join(f"{n} {state.lower()}" for state, n in self.counts.items() if n))]
         if self.default:
-            lines.append(f"default (tuning runs):   {self.default.describe()}")
+            rows.append(("default (tuning runs)", self.default.describe()))
         if self.best_value is not None:
-            lines.append(f"best (single run):       {self.best_value:,.0f} MB/s (trial {self.best_number})")
-        if self.confirm_default and self.confirm_best:
-            lines.append(f"default, re-measured:    {self.confirm_default.describe()}")
-            lines.append(f"best, re-measured:       {self.confirm_best.describe()}")
+            rows.append(("best (single run)", f"{self.best_value:,.0f} MB/s (trial {self.best_number})"))
+        if self.confirmed:
+            rows.append(("default, re-measured", self.confirm_default.describe()))
+            rows.append(("best, re-measured", self.confirm_best.describe()))
         if self.speedup is not None:
             source = "re-measured medians" if self.confirmed else "best run over default median"
-            lines.append(f"speedup:                 {self.speedup:.2f}x ({source})")
+            low, high = self.speedup_interval()
+            rows.append(("speedup", f"{self.speedup:.2f}x, 95% CI {low:.2f}x - {high:.2f}x ({source}; bootstrap "
+                                    f"of the ratio of medians, 2000 resamples, seed 0)"))
+            rows.append(("speedup measured from", self.speedup_basis))
         if self.roti is not None:
-            lines.append(
-                f"tuning time:             {self.tuning_minutes:.1f} min; "
-                f"RoTI {self.roti:,.1f} MB/s per minute of tuning"
-            )
             peak, at = self.peak_roti
-            lines.append(f"peak RoTI:               {peak:,.1f} MB/s per minute, at {at:.1f} min")
+            rows.append(("tuning time", f"{self.tuning_minutes:.1f} min (first default run started to last "
+                                        f"tuning trial finished; re-measurements excluded)"))
+            rows.append(("RoTI", f"{self.roti:,.1f} MB/s per minute of tuning; peak {peak:,.1f} at {at:.1f} min"))
+        rows.append(("viability point", self.viability_text()))
+        return rows
+
+    def text(self) -> str:
+        """The summary rows and the changed parameters of the best configuration, as plain text."""
+        lines = [f"study {self.study!r}"]
+        lines += [f"{label + ':':24s} {value}" for label, value in self.summary_rows()]
         if self.best_config:
             lines.append("best configuration (changed from default):")
             lines += [f"  {k} = {v}" for k, v in self.best_config.items()] or ["  (none)"]
@@ -213,26 +224,7 @@ def write_report(study, out_dir: str | Path) -> list[Path]:
 def render_html(report: StudyReport, importances: dict[str, float] | None, images: list[tuple[str, str]]) -> str:
     """The report as one HTML page; ``images`` are (chart name, PNG file name relative to the page)."""
     esc = html.escape
-    rows: list[tuple[str, str]] = [("kernel", f"{report.kernel} on {report.ranks} MPI ranks"),
-                                   ("trials", ", ".join(f"{n} {s.lower()}" for s, n in report.counts.items() if n))]
-    if report.default:
-        rows.append(("default (tuning runs)", report.default.describe()))
-    if report.best_value is not None:
-        rows.append(("best (single run)", f"{report.best_value:,.0f} MB/s (trial {report.best_number})"))
-    if report.confirmed:
-        rows.append(("default, re-measured", report.confirm_default.describe()))
-        rows.append(("best, re-measured", report.confirm_best.describe()))
-    if report.speedup is not None:
-        low, high = report.speedup_interval()
-        rows.append(("speedup", f"{report.speedup:.2f}x, 95% CI {low:.2f}x - {high:.2f}x "
-                                f"(bootstrap of the ratio of medians, 2000 resamples, seed 0)"))
-        rows.append(("speedup measured from", report.speedup_basis))
-    if report.roti is not None:
-        peak, at = report.peak_roti
-        rows.append(("tuning time", f"{report.tuning_minutes:.1f} min (first default run started to last tuning "
-                                    f"trial finished; re-measurements excluded)"))
-        rows.append(("RoTI", f"{report.roti:,.1f} MB/s per minute of tuning; peak {peak:,.1f} at {at:.1f} min"))
-    rows.append(("viability point", report.viability_text()))
+    rows = report.summary_rows()
     summary = "\n".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
 
     figures = "\n".join(f'<figure><img src="{esc(src)}" alt="{esc(name)}"></figure>' for name, src in images)
@@ -267,8 +259,6 @@ img {{ max-width: 100%; }}
 
 def build_report(study) -> StudyReport:
     """Collect the figures of ``study`` (an ``optuna.Study``)."""
-    from optuna.trial import TrialState
-
     from iobo import kernels
     from iobo.config import IOConfig
 
@@ -278,16 +268,16 @@ def build_report(study) -> StudyReport:
         counts[t.state.name] = counts.get(t.state.name, 0) + 1
 
     def values(role: str) -> Spread | None:
-        got = tuple(t.value for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get("role") == role)
+        got = study_trials.values_of(trials, role)
         return Spread(got) if got else None
 
     kernel = study.user_attrs.get("kernel", "?")
-    best = best_trial(study)
+    best = study_trials.best_trial(study)
     best_config: dict[str, Any] = {}
     best_by_layer: dict[str, list[tuple[str, str, str]]] = {}
     if best is not None:
         space = kernels.get(kernel).space() if kernel in kernels.names() else None
-        config = best.user_attrs.get("config", best.params)
+        config = study_trials.config_of(best)
         if space:
             full = IOConfig(config, space)
             best_config = full.changed()
@@ -295,7 +285,7 @@ def build_report(study) -> StudyReport:
         else:
             best_config = dict(config)
     default = values(ROLE_DEFAULT)
-    curve = _roti_curve(trials, default.median if default else None)
+    curve = study_trials.roti_curve(trials, default.median if default else None)
     return StudyReport(
         study=study.study_name,
         kernel=kernel,
@@ -327,30 +317,6 @@ def _by_layer(space, config) -> dict[str, list[tuple[str, str, str]]]:
         shown = [format_value(c[p.name], p.unit) if p.name in c else "-" for c in (default, config)]
         rows.setdefault(p.layer, []).append((p.name, *shown))
     return rows
-
-
-def _roti_curve(trials, default_mb_per_s: float | None) -> list[tuple[float, float, float]]:
-    """Best-so-far and RoTI after each tuning trial, over minutes since the first started."""
-    from optuna.trial import TrialState
-
-    tuning = [
-        t for t in trials
-        if t.user_attrs.get("role", ROLE_SEARCH) in (ROLE_DEFAULT, ROLE_SEARCH)
-        and t.datetime_start is not None and t.datetime_complete is not None
-    ]
-    if not tuning or default_mb_per_s is None:
-        return []
-    start = min(t.datetime_start for t in tuning)
-    best = None
-    curve = []
-    for t in sorted(tuning, key=lambda t: t.datetime_complete):
-        if t.state == TrialState.COMPLETE:
-            best = t.value if best is None else max(best, t.value)
-        if best is None:  # failures before the first completed run: no best yet
-            continue
-        minutes = (t.datetime_complete - start).total_seconds() / 60
-        curve.append((minutes, best, roti(best, default_mb_per_s, minutes)))
-    return curve
 
 
 def bootstrap_speedup(

@@ -33,6 +33,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from iobo import trials
 from iobo.errors import ConfigError
 from iobo.measure import roti
 
@@ -189,22 +190,17 @@ RULES = {"marginal-roti": MarginalRoTI, "expected-gain": ExpectedGainBelow, "no-
 def study_progress(study, with_gain: bool = False) -> Progress | None:
     """The :class:`Progress` of a tuner's study (tuning trials by completion time), or None before
     the first default run completed.  with_gain: fit the GP for the expected gain (a second or so)."""
-    from optuna.trial import TrialState
-
-    from iobo.importance import tuning_trials
-    from iobo.report import _roti_curve
     from iobo.surrogate import Surrogate
-    from iobo.tuner import ROLE_DEFAULT
 
-    trials = study.get_trials(deepcopy=False)
-    defaults = [t.value for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get("role") == ROLE_DEFAULT]
+    every = study.get_trials(deepcopy=False)
+    defaults = trials.values_of(every, trials.ROLE_DEFAULT)
     if not defaults:
         return None
     default = statistics.median(defaults)
-    curve = _roti_curve(trials, default)
+    curve = trials.roti_curve(every, default)
     gain = incumbent = None
     if with_gain:
-        tuning = tuning_trials(study)
+        tuning = trials.tuning_trials(study)
         if len(tuning) >= 2:
             surrogate = Surrogate.from_trials(tuning)
             gain, incumbent = surrogate.expected_gain_mb_per_s(), surrogate.incumbent_mb_per_s

@@ -20,6 +20,8 @@ from typing import Any
 from iobo.errors import ConfigError
 
 JOURNAL_SCHEME = "journal://"
+DEFAULT_STORAGE = "sqlite:///iobo.db"
+"""Where studies go when no storage is named: an SQLite file in the current directory."""
 
 
 def open_storage(storage: Any):

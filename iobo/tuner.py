@@ -2,7 +2,8 @@
 
 ``Tuner.run()`` opens (or resumes) the study, measures the system default
 first (``default_repeats`` trials, the baseline), then asks the sampler for
-configurations, keeping up to ``max_in_flight`` trials running as Parsl apps,
+configurations, keeping up to ``max_in_flight`` trials running on a runner (Parsl apps
+by default, :mod:`iobo.runners`),
 and tells Optuna each bandwidth (MB/s, maximised) or FAIL with the stderr
 tail.  Ctrl-C or SIGTERM marks the running trials FAIL and keeps every
 finished one; running ``tune`` again on the same study resumes it and marks
@@ -17,22 +18,23 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iobo import kernels
+from iobo import _compat, kernels, trials
 from iobo.errors import ConfigError, KernelError, KernelPruned
 from iobo.config import IOConfig
 from iobo.launch import KernelJob, MPILauncher, MpiexecLauncher
+from iobo.runners import Runner
 from iobo.space import Space
-from iobo.storage import open_storage
+from iobo.storage import DEFAULT_STORAGE
+from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_SEARCH, state
 
-DEFAULT_STORAGE = "sqlite:///iobo.db"
+STUDY_KEYS = ("kernel", "ranks", "kernel_options")
+"""Study attrs naming what a study tunes; a resumed study must match them."""
 
 
 class TunerCallback:
@@ -48,10 +50,6 @@ class TunerCallback:
 
     def loop_finished(self, study) -> None: ...
 
-METRIC_NAME = "bandwidth (MB/s)"
-ROLE_DEFAULT, ROLE_SEARCH = "default", "search"
-ROLE_CONFIRM_DEFAULT, ROLE_CONFIRM_BEST = "confirm-default", "confirm-best"
-STUDY_KEYS = ("kernel", "ranks", "kernel_options")
 
 
 @dataclass
@@ -65,10 +63,12 @@ class Tuner:
     the study name; workdir: directory on the file system under test where
     trials write; kernel_options: options of the kernel (e.g. particles);
     space: search space (default: the kernel's); sampler: an Optuna sampler
-    (default: iobo's GP sampler, or TPE); max_in_flight: trials running at
+    (default: iobo's GP sampler); max_in_flight: trials running at
     once; default_repeats: runs of the system default (>= 3); timeout_s: per
-    trial limit in seconds; parsl_config: a Parsl Config used when no
-    DataFlowKernel is loaded; echo: where progress lines go (None: silent);
+    trial limit in seconds; runner: where trials run (an
+    :class:`iobo.runners.Runner`; default: Parsl apps, on the loaded
+    DataFlowKernel or on ``parsl_config``, a Parsl Config loaded when none
+    is); echo: where progress lines go (None: silent);
     callbacks: :class:`TunerCallback` hooks; pruner: ``"median"`` or
     ``"wilcoxon"`` to stop trials whose steps are slower than the others'
     (:mod:`iobo.pruning`; needs a storage URL the workers reach); stop_rule:
@@ -91,6 +91,7 @@ class Tuner:
     timeout_s: float = 600.0
     launcher: MPILauncher = field(default_factory=MpiexecLauncher)
     parsl_config: Any = None
+    runner: Runner | None = None
     echo: Callable[[str], None] | None = print
     callbacks: Sequence[TunerCallback] = ()
     pruner: str | None = None
@@ -139,7 +140,7 @@ class Tuner:
         study = self.open_study()
         self._fail_stale(study)
         self.enqueue_defaults(study)
-        finished = count_finished(study)
+        finished = trials.count_finished(study)
         self._say(f"study {self.study!r} in {self.storage}: {finished} finished trial(s), target {self.trials}")
         self._loop(study, asks=max(0, self.trials - finished), stop_rule=self.stop_rule)
         return study
@@ -149,7 +150,7 @@ class Tuner:
         if repeats < 1:
             raise ConfigError(f"repeats must be >= 1; got {repeats!r}")
         study = self.open_study()
-        best = best_trial(study)
+        best = trials.best_trial(study)
         if best is None:
             raise ConfigError(f"study {self.study!r} has no completed trial to confirm; run `iobo tune` first")
         default = self.space.default()
@@ -162,42 +163,22 @@ class Tuner:
 
     def best_config(self) -> IOConfig:
         """The configuration of the study's best completed trial (raises when none completed)."""
-        best = best_trial(self.open_study())
+        best = trials.best_trial(self.open_study())
         if best is None:
             raise ConfigError(f"study {self.study!r} has no completed trial yet; run Tuner.run() first")
-        return IOConfig(best.user_attrs.get("config", best.params), self.space)
+        return IOConfig(trials.config_of(best), self.space)
 
     def open_study(self):
         """Create or load the study; a loaded one must have been made for the same workload."""
-        import optuna
+        from iobo.samplers.registry import make_sampler
 
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        study = optuna.create_study(
-            storage=open_storage(self.storage),
-            study_name=self.study,
-            direction="maximize",
-            sampler=self.sampler or default_sampler(self.seed),
-            load_if_exists=True,
-        )
-        mine = {"kernel": self.kernel, "ranks": self.ranks, "kernel_options": dict(self.kernel_options)}
-        stored = {k: study.user_attrs[k] for k in STUDY_KEYS if k in study.user_attrs}
-        if stored and stored != mine:
-            raise ConfigError(
-                f"study {self.study!r} was made for {stored}; this run asks for {mine}: "
-                f"use another --study name or the same kernel, ranks and options"
-            )
-        if not stored:
-            for key, value in mine.items():
-                study.set_user_attr(key, value)
-            study.set_user_attr("space", list(self.space.names))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                study.set_metric_names([METRIC_NAME])
-        return study
+        made_for = {"kernel": self.kernel, "ranks": self.ranks, "kernel_options": dict(self.kernel_options)}
+        return trials.open_study(self.storage, self.study, self.sampler or make_sampler("gp", self.seed),
+                                 made_for, self.space.names)
 
     # -- the loop --------------------------------------------------------------
     def _loop(self, study, asks: int, stop_rule=None) -> None:
-        from iobo.integrations.parsl import ParslRunner
+        from iobo.runners.parsl import ParslRunner
 
         running: dict[Future, Any] = {}
         self._asked: int | None = None  # number of the trial being started, for the interrupt handler
@@ -224,10 +205,10 @@ class Tuner:
                 # workers, and each MPI job dies with its worker (launch._die_with_parent).
                 # The interrupt may land anywhere, also between ask() and submit or
                 # between a result and its tell: fail every RUNNING trial this process asked.
-                mine = [t for t in study.get_trials(deepcopy=False, states=(_state("RUNNING"),))
-                        if t.user_attrs.get("owner") == _owner() or t.number == self._asked]
+                mine = [t for t in study.get_trials(deepcopy=False, states=(state("RUNNING"),))
+                        if t.user_attrs.get("owner") == trials.owner() or t.number == self._asked]
                 for trial in mine:
-                    _tell_failed(study, trial, "interrupted: the tuner was stopped while this trial ran")
+                    trials.tell_failed(study, trial, "interrupted: the tuner was stopped while this trial ran")
                     self._notify("trial_finished", study, study.get_trials(deepcopy=False)[trial.number], 0)
                 self._say(f"interrupted: {len(mine)} running trial(s) marked FAIL; finished trials kept")
                 raise
@@ -258,9 +239,9 @@ class Tuner:
         with _interrupts_deferred():  # ask() stores the RUNNING trial before it returns (SQLite may wait on its lock)
             trial = study.ask()
             self._asked = trial.number  # known to the interrupt handler before the owner attr is written
-        values = suggest_config(trial, self.space, self.workload)
+        values = trials.record_suggestion(trial, self.space, self.workload)
         # every trial reports its steps (the pruner's median needs the default runs'); only search trials are pruned
-        reporter = StepReporter(self.storage, self.study, trial._trial_id, self.pruner,
+        reporter = StepReporter(self.storage, self.study, _compat.trial_id(trial), self.pruner,
                                 prune=trial.user_attrs["role"] == ROLE_SEARCH) if self.pruner else None
         job = KernelJob(
             kernel=kernels.get(self.kernel), values=values, ranks=self.ranks, workdir=self.workdir,
@@ -270,30 +251,30 @@ class Tuner:
         return trial, job
 
     def _finish(self, study, trial, future: Future) -> None:
-        role = trial.user_attrs.get("role", ROLE_SEARCH)
+        role = trials.role(trial)
         try:
             outcome = future.result()
         except KernelPruned as exc:
             trial.set_user_attr("pruned_reason", exc.reason)
-            study.tell(trial, state=_state("PRUNED"))
+            study.tell(trial, state=state("PRUNED"))
             self._say(f"trial {trial.number:3d} [{role}] PRUNED: {exc.reason}")
             return
         except KernelError as exc:
             trial.set_user_attr("fail_reason", exc.reason)
             trial.set_user_attr("stderr_tail", exc.stderr_tail[-4000:])
             trial.set_user_attr("returncode", exc.returncode)
-            study.tell(trial, state=_state("FAIL"))
+            study.tell(trial, state=state("FAIL"))
             self._say(f"trial {trial.number:3d} [{role}] FAILED: {exc.reason}")
             return
         except Exception as exc:  # executor/worker failure: keep the study going
             trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}"[:2000])
-            study.tell(trial, state=_state("FAIL"))
+            study.tell(trial, state=state("FAIL"))
             self._say(f"trial {trial.number:3d} [{role}] FAILED: {type(exc).__name__}: {exc}")
             return
-        for key, value in outcome_attrs(outcome).items():
+        for key, value in trials.outcome_attrs(outcome).items():
             trial.set_user_attr(key, value)
         study.tell(trial, outcome["mb_per_s"])
-        best = best_trial(study)
+        best = trials.best_trial(study)
         changed = IOConfig(trial.user_attrs["config"], self.space).changed()
         self._say(
             f"trial {trial.number:3d} [{role}] {outcome['mb_per_s']:9,.0f} MB/s   "
@@ -305,119 +286,22 @@ class Tuner:
     def _fail_stale(self, study) -> None:
         """Mark FAIL the trials a killed tuner on this host left RUNNING."""
         host = socket.gethostname()
-        for trial in study.get_trials(deepcopy=False, states=(_state("RUNNING"),)):
+        for trial in study.get_trials(deepcopy=False, states=(state("RUNNING"),)):
             owner = trial.user_attrs.get("owner", "")
             owner_host, _, pid = owner.rpartition(":")
             if owner_host != host or not pid.isdigit() or _alive(int(pid)):
                 continue
-            _tell_failed(study, trial, f"stale: its tuner ({owner}) died while it ran")
+            trials.tell_failed(study, trial, f"stale: its tuner ({owner}) died while it ran")
             self._say(f"trial {trial.number} was left RUNNING by a dead tuner ({owner}): marked FAIL")
 
     def enqueue_defaults(self, study) -> None:
         """Queue system-default runs until the study has ``default_repeats`` of them (also used by
         :func:`iobo.integrations.ray.run`, which drives the same study through Ray Tune)."""
-        have = sum(
-            1
-            for t in study.get_trials(deepcopy=False, states=(_state("COMPLETE"), _state("WAITING")))
-            if t.user_attrs.get("role") == ROLE_DEFAULT
-        )
-        for _ in range(self.default_repeats - have):
-            study.enqueue_trial(self.space.default(), user_attrs={"role": ROLE_DEFAULT})
+        trials.enqueue_defaults(study, self.space.default(), self.default_repeats)
 
     def _say(self, line: str) -> None:
         if self.echo:
             self.echo(line)
-
-
-def suggest_config(trial, space: Space, workload) -> dict[str, Any]:
-    """Ask ``trial`` for an assignment of ``space`` (constraints repaired) and record it on the trial.
-
-    Attrs: owner (host:pid, first, so a resumed study can tell whose trial it
-    is), role (``search`` unless enqueued with one), config, repaired (what
-    the constraints changed, if anything), started_unix.
-    """
-    trial.set_user_attr("owner", _owner())
-    role = trial.user_attrs.get("role", ROLE_SEARCH)
-    values, repaired = space.suggest(trial, workload)
-    trial.set_user_attr("role", role)
-    trial.set_user_attr("config", values)
-    if repaired:
-        trial.set_user_attr("repaired", repaired)
-    trial.set_user_attr("started_unix", time.time())
-    return values
-
-
-def outcome_attrs(outcome: Mapping[str, Any]) -> dict[str, Any]:
-    """The trial attrs of a finished kernel run (a :func:`iobo.launch.run_kernel` result)."""
-    result = outcome["result"]
-    return {
-        "bytes": outcome["bytes"],
-        "seconds": outcome["seconds"],
-        "step_mb_per_s": outcome["step_mb_per_s"],
-        "step_elapsed_s": [round(s, 4) for s in outcome["step_elapsed_s"]],
-        "wall_seconds": round(outcome["wall_seconds"], 3),
-        "effective": result.get("effective", {}),
-        "hints": result.get("hints", {}),
-        "requested_hints": result.get("requested_hints", {}),
-        "not_applied": result.get("not_applied", {}),
-        "fs_type": result.get("fs_type"),
-        "command": " ".join(outcome["command"]),
-    }
-
-
-def default_sampler(seed: int = 0):
-    """iobo's GP sampler when available, else Optuna's multivariate TPE."""
-    try:
-        from iobo.samplers import GPSampler
-    except ImportError:
-        import optuna
-
-        return optuna.samplers.TPESampler(multivariate=True, constant_liar=True, seed=seed, n_startup_trials=5)
-    return GPSampler(seed=seed)
-
-
-def impact_first_sampler(storage, kernel: str, study: str | None = None, seed: int = 0):
-    """iobo's impact-first sampler, its prior ranking made from the rankings that earlier studies of
-    ``kernel`` saved in ``storage`` (``iobo importance``; :func:`iobo.importance.impact_order`), study
-    ``study`` excluded; with none saved, it screens first."""
-    from iobo.importance import impact_order, stored_rankings
-    from iobo.samplers import ImpactFirstSampler
-
-    rankings = stored_rankings(open_storage(storage), kernel, exclude=study)
-    return ImpactFirstSampler(seed=seed, prior_ranking=impact_order(rankings) if rankings else None)
-
-
-def best_trial(study):
-    """The completed trial with the highest bandwidth, or None."""
-    complete = study.get_trials(deepcopy=False, states=(_state("COMPLETE"),))
-    return max(complete, key=lambda t: t.value) if complete else None
-
-
-def count_finished(study) -> int:
-    """Finished (COMPLETE, FAIL or PRUNED) default and search trials: what ``Tuner.trials`` counts."""
-    finished = (_state("COMPLETE"), _state("FAIL"), _state("PRUNED"))
-    return sum(1 for t in study.get_trials(deepcopy=False, states=finished)
-               if t.user_attrs.get("role", ROLE_SEARCH) in (ROLE_DEFAULT, ROLE_SEARCH))
-
-
-def _tell_failed(study, trial, reason: str) -> None:
-    """Tell ``trial`` (a RUNNING ``FrozenTrial``) FAIL with ``reason`` as its ``fail_reason`` attr.
-
-    The attr goes through the storage: an ``optuna.Trial`` would call the
-    sampler's ``before_trial`` first, which has no business in clean-up.
-    """
-    study._storage.set_trial_user_attr(trial._trial_id, "fail_reason", reason)
-    study.tell(trial.number, state=_state("FAIL"))
-
-
-def _state(name: str):
-    from optuna.trial import TrialState
-
-    return TrialState[name]
-
-
-def _owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _alive(pid: int) -> bool:

@@ -17,10 +17,10 @@ from parsl.data_provider.files import File
 import iobo
 from iobo import ConfigError, IOConfig, KernelError
 from iobo.decorator import MODE_ENV, measure
-from iobo.integrations.parsl import local_config
+from iobo.runners.parsl import local_config
 from iobo.kernels._common import requested_chunks
 from iobo.space import KiB, Workload, io_stack_space
-from iobo.tuner import ROLE_DEFAULT, ROLE_SEARCH
+from iobo.trials import ROLE_DEFAULT, ROLE_SEARCH
 
 ROWS, COLS = 256, 256  # a 256 KiB float32 grid
 SPACE = io_stack_space().select(["alignment_threshold", "alignment_interval", "layout", "chunk_size"])
@@ -203,7 +203,7 @@ def takes_kwargs(path, **kwargs):
 def test_a_study_of_another_task_is_not_mixed(dfk, storage, scratch):
     iobo.tune(study="s", storage=storage, space=SPACE, echo=None)(write_grid)(str(scratch / "a.h5")).result(60)
     other = iobo.tune(study="s", storage=storage, space=SPACE, echo=None)(takes_kwargs)
-    with pytest.raises(ConfigError, match="study 's' was made for 'write_grid', not for task 'takes_kwargs'"):
+    with pytest.raises(ConfigError, match="study 's' was made for {'task': 'write_grid'}; this run asks for {'task': 'takes_kwargs'}"):
         other(str(scratch / "b.h5"))
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from iobo import plots
 from iobo.report import build_report
-from iobo.tuner import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH
+from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH
 
 from test_report import add
 

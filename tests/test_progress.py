@@ -6,7 +6,7 @@ import optuna
 import pytest
 
 from iobo.progress import ProgressBar
-from iobo.tuner import ROLE_DEFAULT, ROLE_SEARCH
+from iobo.trials import ROLE_DEFAULT, ROLE_SEARCH
 
 from test_report import add
 

@@ -10,7 +10,8 @@ from optuna.trial import TrialState, create_trial
 from iobo.errors import ConfigError, KernelPruned
 from iobo.launch import KernelJob, run_kernel
 from iobo.pruning import MarginPruner, StepReporter
-from iobo.tuner import ROLE_DEFAULT, ROLE_SEARCH, Tuner
+from iobo.trials import ROLE_DEFAULT, ROLE_SEARCH
+from iobo.tuner import Tuner
 
 from support.sizes import SMALL_VPIC
 

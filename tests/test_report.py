@@ -12,9 +12,11 @@ from optuna_dashboard import get_note
 
 from iobo import kernels
 from iobo.cli import main
-from iobo.report import MIN_IMPORTANCE_TRIALS, bootstrap_speedup, build_report, param_importances
+from iobo.importance import MIN_IMPORTANCE_TRIALS, param_importances
+from iobo.report import bootstrap_speedup, build_report
 from iobo.space import format_value
-from iobo.tuner import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH, Tuner
+from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH
+from iobo.tuner import Tuner
 
 from support.sizes import SMALL_VPIC
 

@@ -126,9 +126,9 @@ def test_tuner_ends_the_study_when_its_stop_rule_says_so(storage, scratch):
 
 
 def test_every_rule_is_offered_by_the_command_line():
-    from iobo.cli import _parser
+    from iobo.cli import parser
     from iobo.stopping import RULES
 
     for name, rule in RULES.items():
-        args = _parser().parse_args(["tune", "vpic", "--stop-rule", name])
+        args = parser().parse_args(["tune", "vpic", "--stop-rule", name])
         assert isinstance(RULES[args.stop_rule](), rule)

@@ -13,7 +13,8 @@ from optuna.trial import TrialState
 
 from iobo import ConfigError, kernels
 from iobo.kernels import KernelSpec, vpic
-from iobo.tuner import ROLE_DEFAULT, Tuner
+from iobo.trials import ROLE_DEFAULT
+from iobo.tuner import Tuner
 
 from support.sizes import SMALL_VPIC
 
@@ -150,7 +151,7 @@ def test_missing_mpiexec_is_a_clear_error(storage, scratch):
 
 def test_a_study_made_for_another_workload_is_not_mixed(storage, scratch):
     Tuner(storage=storage, study="x", workdir=str(scratch), ranks=2, echo=None).open_study()
-    with pytest.raises(ConfigError, match="study 'x' was made for .*use another --study"):
+    with pytest.raises(ConfigError, match="study 'x' was made for .*use another study name"):
         Tuner(storage=storage, study="x", workdir=str(scratch), ranks=1, echo=None).open_study()
 
 

@@ -26,7 +26,7 @@ import parsl
 from parsl import python_app
 
 import iobo
-from iobo.integrations.parsl import local_config
+from iobo.runners.parsl import local_config
 from iobo.space import Workload, io_stack_space
 
 HDF5_FILE_KNOBS = ["alignment_threshold", "alignment_interval", "meta_block_size", "sieve_buf_size",

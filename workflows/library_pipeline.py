@@ -30,7 +30,7 @@ import parsl
 from parsl import python_app
 
 import iobo
-from iobo.integrations.parsl import local_config
+from iobo.runners.parsl import local_config
 
 
 @python_app

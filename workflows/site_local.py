@@ -8,6 +8,6 @@ Use it explicitly with ``iobo tune vpic --parsl-config workflows/site_local.py``
 or adapt it; ``config`` is the name iobo looks for.
 """
 
-from iobo.integrations.parsl import local_config
+from iobo.runners.parsl import local_config
 
 config = local_config(max_workers=1, run_dir="runinfo")

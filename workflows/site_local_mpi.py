@@ -13,6 +13,6 @@ the same code path as on a cluster (``workflows/site_slurm_mpi.py``).
 update-alternatives), or name it with ``ParslMPIPrefixLauncher(executable=...)``.
 """
 
-from iobo.integrations.parsl import local_mpi_config
+from iobo.runners.parsl import local_mpi_config
 
 config = local_mpi_config(max_workers=1, run_dir="runinfo")

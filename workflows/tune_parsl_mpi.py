@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 
 import iobo
-from iobo.integrations.parsl import load_config_file
+from iobo.runners.parsl import load_config_file
 from iobo.launch import ParslMPIPrefixLauncher
 
 

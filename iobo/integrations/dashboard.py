@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from iobo.tuner import ROLE_SEARCH, TunerCallback
+from iobo import _compat, trials
+from iobo.tuner import TunerCallback
 
 # stable ids, so that saving again replaces a figure instead of adding one
 FIGURES = ("best_so_far", "roti", "importance")
@@ -60,10 +61,9 @@ def annotate(study) -> None:
 
 def save_trial_note(study, trial) -> None:
     """Save :func:`trial_note` of ``trial`` (a ``FrozenTrial`` of ``study``) as its dashboard note."""
-    import optuna
     from optuna_dashboard import save_note
 
-    save_note(optuna.Trial(study, trial._trial_id), trial_note(trial, _space(study)))
+    save_note(_compat.trial_handle(study, trial), trial_note(trial, _space(study)))
 
 
 def save_study_figures(study) -> list[str]:
@@ -71,7 +71,8 @@ def save_study_figures(study) -> list[str]:
     from optuna_dashboard import save_note, save_plotly_graph_object
 
     from iobo import plots
-    from iobo.report import MIN_IMPORTANCE_TRIALS, build_report, param_importances
+    from iobo.importance import MIN_IMPORTANCE_TRIALS, param_importances
+    from iobo.report import build_report
 
     report = build_report(study)
     importances = param_importances(study)
@@ -82,10 +83,6 @@ def save_study_figures(study) -> list[str]:
             save_plotly_graph_object(study, plots.to_plotly(charts[name]), graph_object_id=name)
             saved.append(name)
     note = f"### iobo report\n\n{_code(report.text())}\n"
-    if report.speedup is not None:
-        low, high = report.speedup_interval()
-        note += f"\nSpeedup 95% CI (bootstrap): {low:.2f}x - {high:.2f}x; {report.speedup_basis}.\n"
-    note += f"\nViability point: {report.viability_text()}.\n"
     if importances is None:
         note += (f"\nParameter importance: not shown yet; PED-ANOVA needs at least {MIN_IMPORTANCE_TRIALS} "
                  f"completed tuning trials.\n")
@@ -98,7 +95,7 @@ def trial_note(trial, space=None) -> str:
     from optuna.trial import TrialState
 
     attrs = trial.user_attrs
-    role = attrs.get("role", ROLE_SEARCH)
+    role = trials.role(trial)
     parts = []
     if trial.state == TrialState.COMPLETE:
         parts.append(

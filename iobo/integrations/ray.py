@@ -42,7 +42,10 @@ from iobo import kernels
 from iobo.launch import KernelJob, run_kernel
 from iobo.space import Space, Workload
 from iobo.storage import open_storage
-from iobo.tuner import Tuner, count_finished, default_sampler, outcome_attrs, suggest_config
+from iobo import _compat
+from iobo.samplers.registry import make_sampler
+from iobo.trials import count_finished, outcome_attrs, record_suggestion
+from iobo.tuner import Tuner
 
 METRIC = "mb_per_s"
 """What each ``tune.report`` carries: a step's bandwidth, then the whole run's (MB/s)."""
@@ -69,7 +72,7 @@ def run(tuner: Tuner, scheduler=None, storage_path: str | None = None):
     workdir = Path(tuner.workdir).resolve()  # Ray runs each trial in a directory of its own
     searcher = _StudySearch(
         _Suggest(tuner.space, tuner.workload), metric=METRIC, mode="max", study_name=tuner.study,
-        sampler=tuner.sampler or default_sampler(tuner.seed), storage=open_storage(tuner.storage),
+        sampler=tuner.sampler or make_sampler("gp", tuner.seed), storage=open_storage(tuner.storage),
     )
     job = KernelJob(kernel=kernels.get(tuner.kernel), values={}, ranks=tuner.ranks, workdir=str(workdir),
                     options=tuner.kernel_options, launcher=tuner.launcher, timeout_s=tuner.timeout_s)
@@ -94,7 +97,7 @@ class _Suggest:
     workload: Workload
 
     def __call__(self, trial) -> dict[str, Any]:
-        return suggest_config(trial, self.space, self.workload)
+        return record_suggestion(trial, self.space, self.workload)
 
 
 def _trial(config: dict[str, Any], job: KernelJob) -> None:
@@ -134,7 +137,7 @@ class _StudySearch(OptunaSearch):
         if error or not result or FINAL not in result:
             super().on_trial_complete(trial_id, result=None, error=error)  # FAIL on error, else PRUNED
             return
-        trial = self._ot_trials[trial_id]  # OptunaSearch's optuna.Trial for this Ray trial
+        trial = _compat.optuna_search_trial(self, trial_id)
         for key, value in json.loads(result[FINAL]).items():
             trial.set_user_attr(key, value)
         super().on_trial_complete(trial_id, result=result, error=False)

@@ -25,7 +25,8 @@ from iobo import kernels
 from iobo.integrations.dashboard import DashboardAnnotator, trial_note
 from iobo.kernels import KernelSpec, vpic
 from iobo.report import build_report
-from iobo.tuner import ROLE_DEFAULT, ROLE_SEARCH, Tuner
+from iobo.trials import ROLE_DEFAULT, ROLE_SEARCH
+from iobo.tuner import Tuner
 
 from support.sizes import SMALL_VPIC
 
@@ -103,7 +104,7 @@ def test_with_enough_trials_the_study_gets_an_importance_figure(storage):
     from optuna_dashboard._custom_plot_data import get_plotly_graph_objects
 
     from iobo.integrations.dashboard import annotate
-    from iobo.report import MIN_IMPORTANCE_TRIALS, param_importances
+    from iobo.importance import MIN_IMPORTANCE_TRIALS, param_importances
 
     study = optuna.create_study(storage=storage, study_name="many", direction="maximize")
     files = CategoricalDistribution(("shared", "per_process"))

@@ -7,7 +7,7 @@ import pytest
 from parsl.providers import SlurmProvider
 
 from iobo import ConfigError
-from iobo.integrations.parsl import ParslRunner, load_config_file, loaded_dfk, local_config
+from iobo.runners.parsl import ParslRunner, load_config_file, loaded_dfk, local_config
 from iobo.launch import KernelJob
 from iobo.space import io_stack_space
 

@@ -14,7 +14,7 @@ from parsl.executors import MPIExecutor
 from parsl.launchers import SimpleLauncher
 
 from iobo import ConfigError
-from iobo.integrations.parsl import ParslRunner, load_config_file, local_mpi_config
+from iobo.runners.parsl import ParslRunner, load_config_file, local_mpi_config
 from iobo.launch import KernelJob, MpiexecLauncher, ParslMPIPrefixLauncher
 from iobo.storage import open_storage
 from iobo.tuner import Tuner

@@ -7,7 +7,8 @@ from optuna.trial import TrialState
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from iobo.integrations.ray import run
-from iobo.tuner import ROLE_DEFAULT, ROLE_SEARCH, Tuner
+from iobo.trials import ROLE_DEFAULT, ROLE_SEARCH
+from iobo.tuner import Tuner
 
 from support.sizes import SMALL_VPIC
 

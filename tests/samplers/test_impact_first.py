@@ -10,7 +10,7 @@ from iobo.cli import main
 from iobo.samplers import ImpactFirstSampler
 from iobo.samplers._impact_first import ACTIVE_ATTR, HELD_ATTR, IMPACT_FIRST, PHASE_ATTR, SCREENING
 from iobo import kernels
-from iobo.tuner import impact_first_sampler
+from iobo.samplers.registry import make_sampler
 
 from support.sizes import SMALL_VPIC
 
@@ -145,7 +145,7 @@ def test_prior_from_rankings_stored_by_earlier_studies_of_the_kernel(storage):
 
     def first_choice(kernel, name):
         study = optuna.create_study(storage=storage, study_name=name, direction="maximize",
-                                    sampler=impact_first_sampler(storage, kernel, name, seed=0))
+                                    sampler=make_sampler("impact-first", 0, storage=storage, kernel=kernel, study=name))
         study.enqueue_trial(DEFAULT)
         for _ in range(2):
             trial = study.ask()

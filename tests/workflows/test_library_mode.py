@@ -8,7 +8,7 @@ from optuna.trial import TrialState
 from parsl import python_app
 
 from iobo import IOConfig, Tuner
-from iobo.integrations.parsl import loaded_dfk, local_config
+from iobo.runners.parsl import loaded_dfk, local_config
 
 from support.sizes import SMALL_VPIC
 

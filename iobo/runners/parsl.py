@@ -1,4 +1,4 @@
-"""Trials as Parsl apps.
+"""Trials as Parsl apps: the default runner, and Parsl site configs for this machine.
 
 Each trial is a Parsl ``python_app`` that runs one :class:`KernelJob`
 (``mpiexec -n R python -m <kernel>``) wherever the executor placed it and
@@ -23,7 +23,9 @@ import sys
 from concurrent.futures import Future
 from pathlib import Path
 
+from iobo.errors import ConfigError
 from iobo.launch import KernelJob
+from iobo.runners.base import Runner
 
 
 def _kernel_trial(job: KernelJob, parsl_resource_specification: dict | None = None) -> dict:
@@ -103,8 +105,6 @@ def load_config_file(path: str):
     """Load a Parsl ``Config`` from a Python file defining ``config`` (a site config)."""
     import runpy
 
-    from iobo.errors import ConfigError
-
     if not Path(path).is_file():
         raise ConfigError(f"Parsl site config {path!r} does not exist; pass a Python file that defines `config`")
     namespace = runpy.run_path(path)
@@ -132,12 +132,16 @@ def _put_this_environment_on_path() -> None:
 
 def loaded_dfk():
     """The DataFlowKernel the process already loaded, or None."""
-    from parsl.dataflow.dflow import DataFlowKernelLoader
+    import parsl
+    from parsl.errors import NoDataFlowKernelError
 
-    return DataFlowKernelLoader._dfk
+    try:
+        return parsl.dfk()
+    except NoDataFlowKernelError:
+        return None
 
 
-class ParslRunner:
+class ParslRunner(Runner):
     """Submits kernel jobs as Parsl apps; a context manager owning the DFK it loaded.
 
     config: a Parsl ``Config`` to load when no DataFlowKernel is loaded yet
@@ -172,13 +176,11 @@ class ParslRunner:
     def submit(self, job: KernelJob) -> Future:
         """Submit ``job``; with a Parsl-MPI launcher, with the resource specification it needs."""
         if self._app is None:
-            raise RuntimeError("ParslRunner.submit called outside its `with` block")
+            raise ConfigError("ParslRunner.submit was called outside its `with` block: use `with ParslRunner() as r:`")
         specification = job.launcher.resource_specification(job.ranks)
         if specification:
             return self._app(job, parsl_resource_specification=specification)
         if self._mpi_mode:  # Parsl's MPI mode hangs on a task without one (Parsl issue #3427)
-            from iobo.errors import ConfigError
-
             raise ConfigError(
                 f"the Parsl executor runs in MPI mode but the trial's launcher {job.launcher!r} asks for no "
                 f"nodes; use iobo.launch.ParslMPIPrefixLauncher(), or an executor without MPI mode"

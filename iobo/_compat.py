@@ -1,0 +1,46 @@
+"""Every use of another library's private API, in one place, with the version it was checked on.
+
+When one of these libraries changes, this is the only file to read. Each
+function says what public API is missing and why iobo needs the private one.
+Checked on: optuna 5.0.0, ray 2.60.0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def trial_id(trial) -> int:
+    """Optuna's storage id of a ``FrozenTrial`` or ``Trial`` (``_trial_id``; optuna 5.0.0).
+
+    Optuna exposes only the per-study ``number``; the storage API (and
+    optuna-dashboard's notes, and a worker reporting steps from another
+    process) is keyed by the storage-wide id.
+    """
+    return trial._trial_id
+
+
+def set_frozen_trial_attr(study, trial, key: str, value: Any) -> None:
+    """Set a user attr of a RUNNING trial through the study's storage (``study._storage``; optuna 5.0.0).
+
+    ``optuna.Trial(study, id)`` would call the sampler's ``before_trial``;
+    writing through the storage does not, which is what clean-up paths and
+    samplers recording their own bookkeeping need.
+    """
+    study._storage.set_trial_user_attr(trial_id(trial), key, value)
+
+
+def trial_handle(study, trial):
+    """An ``optuna.Trial`` for a finished ``FrozenTrial`` (optuna-dashboard's ``save_note`` wants one)."""
+    import optuna
+
+    return optuna.Trial(study, trial_id(trial))
+
+
+def optuna_search_trial(search, ray_trial_id: str):
+    """The ``optuna.Trial`` Ray's ``OptunaSearch`` made for a Ray trial (``_ot_trials``; ray 2.60.0).
+
+    Ray keeps the mapping private; iobo records its attrs (config, outcome)
+    on that trial so the study reads like one the tuner ran.
+    """
+    return search._ot_trials[ray_trial_id]

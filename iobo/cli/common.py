@@ -1,0 +1,122 @@
+"""What several commands share: storage/study arguments, loading a study, its space and best configuration."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from iobo.errors import ConfigError
+from iobo.storage import DEFAULT_STORAGE
+
+
+def kernel_option(text: str) -> tuple[str, object]:
+    """``name=value`` with value parsed as JSON when it is JSON (``particles=1024``)."""
+    name, sep, raw = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return name.replace("-", "_"), value
+
+
+def add_storage_args(parser) -> None:
+    parser.add_argument("--storage", default=DEFAULT_STORAGE, help="Optuna storage URL (default: %(default)s)")
+    parser.add_argument("--study", help="study name (default: the only study in the storage)")
+
+
+def add_run_args(parser, workdir: str = "iobo-work") -> None:
+    """Where and how trials run: shared by ``tune`` and ``confirm``."""
+    from iobo.runners import RUNNERS
+
+    parser.add_argument("--workdir", default=workdir, help="directory on the file system under test")
+    parser.add_argument("--mpiexec", default=None, help="MPI launcher (default: mpiexec.mpich or $IOBO_MPIEXEC)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="per-trial limit in seconds")
+    parser.add_argument("--runner", choices=RUNNERS, default="parsl",
+                        help="where trials run: Parsl apps (default) or threads of this process (local)")
+    parser.add_argument("--parsl-config", help="Python file defining a Parsl `config` (e.g. workflows/site_slurm.py)")
+
+
+def launcher(name: str | None):
+    from iobo.launch import MpiexecLauncher
+
+    return MpiexecLauncher(name) if name else MpiexecLauncher()
+
+
+def runner(args, max_workers: int = 1):
+    """The runner ``--runner``/``--parsl-config`` ask for, or None for the tuner's default (Parsl)."""
+    from iobo.runners import make_runner
+
+    if args.runner == "parsl" and not args.parsl_config:
+        return None
+    config = None
+    if args.parsl_config:
+        from iobo.runners.parsl import load_config_file
+
+        config = load_config_file(args.parsl_config)
+    return make_runner(args.runner, max_workers, config, f"{args.workdir}/runinfo")
+
+
+def load_study(storage: str, name: str | None):
+    """The study ``name`` in ``storage`` (the only one there when ``name`` is None)."""
+    import optuna
+
+    from iobo.storage import open_storage
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    url, storage = storage, open_storage(storage)
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+    if name is None:
+        if len(names) != 1:
+            raise ConfigError(
+                f"storage {url} holds {len(names)} studies ({', '.join(names) or 'none'}); name one with --study"
+            )
+        name = names[0]
+    elif name not in names:
+        raise ConfigError(f"study {name!r} is not in {url}; studies there: {', '.join(names) or 'none'}")
+    return optuna.load_study(study_name=name, storage=storage)
+
+
+def study_space(study):
+    """The search space a study was tuned over: its kernel's, else the I/O stack's parameters it names."""
+    from iobo import kernels
+    from iobo.space import io_stack_space
+
+    attrs = study.user_attrs
+    if "kernel" in attrs:
+        if attrs["kernel"] in kernels.names():
+            return kernels.get(attrs["kernel"]).space()
+        raise ConfigError(f"study {study.study_name!r} tuned kernel {attrs['kernel']!r}, which is not registered in "
+                          f"this process; register it (iobo.kernels.register) before reading the study")
+    stack = io_stack_space()
+    names = [n for n in attrs.get("space", []) if n in stack.names]
+    if not names:
+        raise ConfigError(f"study {study.study_name!r} records no kernel and no parameter of the I/O stack "
+                          f"(user attr 'space'); it was not made by iobo")
+    return stack.select(names)
+
+
+def best_config(study):
+    """(best trial, its :class:`iobo.config.IOConfig`) of ``study``."""
+    from iobo import trials
+    from iobo.config import IOConfig
+
+    best = trials.best_trial(study)
+    if best is None:
+        raise ConfigError(f"study {study.study_name!r} has no completed trial yet; run `iobo tune` first")
+    return best, IOConfig(trials.config_of(best), study_space(study))
+
+
+def tuner_for(study, args):
+    """A :class:`iobo.tuner.Tuner` on an existing kernel study, with this command's run arguments."""
+    from iobo.progress import console_watchers
+    from iobo.tuner import Tuner
+
+    attrs = study.user_attrs
+    if "kernel" not in attrs:
+        raise ConfigError(f"study {study.study_name!r} was not made by `iobo tune` (it records no kernel): "
+                          f"re-measure it with the program that made it")
+    return Tuner(kernel=attrs["kernel"], ranks=attrs["ranks"], kernel_options=attrs["kernel_options"],
+                 storage=args.storage, study=study.study_name, workdir=args.workdir, launcher=launcher(args.mpiexec),
+                 timeout_s=args.timeout, runner=runner(args), **console_watchers())

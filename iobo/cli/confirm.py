@@ -1,0 +1,21 @@
+"""``iobo confirm``: re-measure the system default and the best configuration, interleaved."""
+
+from __future__ import annotations
+
+from iobo.cli import common
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("confirm", help="re-measure default and best, interleaved")
+    common.add_storage_args(p)
+    p.add_argument("--repeats", type=int, default=5, help="runs of each (default: %(default)s)")
+    common.add_run_args(p)
+
+
+def run(args) -> int:
+    from iobo.report import build_report
+
+    study = common.load_study(args.storage, args.study)
+    common.tuner_for(study, args).confirm(args.repeats)
+    print(build_report(study).text())
+    return 0

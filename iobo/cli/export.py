@@ -1,0 +1,30 @@
+"""``iobo export``: the best configuration in a production format (JSON, ROMIO hints, env, H5Tuner XML, lfs)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from iobo.cli import common
+
+
+def add_parser(sub) -> None:
+    from iobo.config import EXPORT_FORMATS
+
+    p = sub.add_parser("export", help="export the best configuration for production")
+    common.add_storage_args(p)
+    p.add_argument("--format", choices=EXPORT_FORMATS, default="json")
+    p.add_argument("--output", "-o", help="write to this file instead of stdout")
+    p.add_argument("--hints-path", default="romio-hints", help="ROMIO_HINTS path written by --format env")
+
+
+def run(args) -> int:
+    study = common.load_study(args.storage, args.study)
+    _, config = common.best_config(study)
+    text = config.export(args.format, args.hints_path)
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.format} to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

@@ -1,0 +1,28 @@
+"""The runner interface: where a trial's kernel job runs (Parsl, Ray, this process).
+
+A :class:`Runner` is a context manager that submits :class:`iobo.launch.KernelJob`
+objects and returns a future per job; the tuner's loop waits on those
+futures and tells Optuna the result (:func:`iobo.launch.run_kernel`'s dict)
+or the failure (:class:`iobo.errors.KernelError`, :class:`iobo.errors.KernelPruned`).
+"""
+
+from __future__ import annotations
+
+import abc
+from concurrent.futures import Future
+
+from iobo.launch import KernelJob
+
+
+class Runner(abc.ABC):
+    """Submits kernel jobs; ``with runner:`` owns whatever it starts (workers, pools)."""
+
+    @abc.abstractmethod
+    def submit(self, job: KernelJob) -> Future:
+        """Start ``job``; the future resolves to :func:`iobo.launch.run_kernel`'s result dict or raises its error."""
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None

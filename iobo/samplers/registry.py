@@ -1,0 +1,45 @@
+"""Samplers by their command-line name (``iobo tune --sampler NAME``).
+
+- ``gp``: iobo's GP sampler (:class:`iobo.samplers.GPSampler`), the default;
+- ``impact-first``: tune the highest-impact parameters first
+  (:class:`iobo.samplers.ImpactFirstSampler`), ranked by earlier studies of
+  the same kernel in the storage (``iobo importance``) or by a short screening;
+- ``tpe``: Optuna's multivariate TPE with the constant liar (several trials in flight);
+- ``random``: Optuna's random sampler.
+"""
+
+from __future__ import annotations
+
+from iobo.errors import ConfigError
+
+SAMPLERS = ("gp", "impact-first", "tpe", "random")
+TPE_STARTUP_TRIALS = 5
+
+
+def make_sampler(name: str = "gp", seed: int = 0, *, storage=None, kernel: str | None = None,
+                 study: str | None = None):
+    """The sampler called ``name``, seeded with ``seed``.
+
+    ``impact-first`` takes its prior ranking from the rankings that earlier
+    studies of ``kernel`` saved in ``storage`` (study ``study`` excluded);
+    with none saved (or no storage given), it screens first.
+    """
+    import optuna
+
+    if name == "gp":
+        from iobo.samplers import GPSampler
+
+        return GPSampler(seed=seed)
+    if name == "impact-first":
+        from iobo.importance import impact_order, stored_rankings
+        from iobo.samplers import ImpactFirstSampler
+        from iobo.storage import open_storage
+
+        rankings = stored_rankings(open_storage(storage), kernel, exclude=study) if storage and kernel else []
+        return ImpactFirstSampler(seed=seed, prior_ranking=impact_order(rankings) if rankings else None)
+    if name == "tpe":
+        return optuna.samplers.TPESampler(multivariate=True, constant_liar=True, seed=seed,
+                                          n_startup_trials=TPE_STARTUP_TRIALS)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    raise ConfigError(f"sampler {name!r} is unknown; allowed: {', '.join(SAMPLERS)}")
