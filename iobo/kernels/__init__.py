@@ -4,7 +4,7 @@ A kernel is a program run under ``mpiexec -n R python -m MODULE [options]``.
 It reads an ``IOConfig`` (``--config FILE.json``), applies it, writes (or
 reads) through parallel HDF5, and prints JSON lines on rank 0's stdout:
 one ``{"event": "step", ...}`` per timestep and one final
-``{"event": "result", ...}`` (see ``iobo.kernels._common``).
+``{"event": "result", ...}`` (see :mod:`iobo.kernels.records`).
 """
 
 from __future__ import annotations
