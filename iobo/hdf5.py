@@ -15,8 +15,8 @@ applies it here:
   ``export`` lines that carry the configuration to a program a bash app
   starts (ROMIO reads the file at ``MPI_File_open``).
 
-The built-in kernels apply a configuration through the same plumbing
-(:mod:`iobo.kernels._common`). As there, a parameter that cannot take effect
+The built-in kernels apply a configuration through the same layer
+(:mod:`iobo.stack`). As there, a parameter that cannot take effect
 is skipped: MPI-IO hints, collective transfer and collective metadata without
 a communicator (POSIX driver), striping off Lustre. Sizes are in bytes.
 """
@@ -31,9 +31,9 @@ import h5py  # at import, not in File: a task timing its own open must not time 
 import numpy as np
 from h5py import h5f
 
-from iobo.errors import ConfigError
+from iobo import stack
 from iobo.config import IOConfig
-from iobo.kernels import _common
+from iobo.errors import ConfigError
 
 MODES = ("r", "r+", "w", "w-", "x", "a")
 """Open modes, as h5py spells them: read, read/write, create (truncate), create (fail if it exists), append."""
@@ -49,11 +49,10 @@ def File(path, mode: str = "r", config: IOConfig | None = None, comm=None):
     if mode not in MODES:
         raise ConfigError(f"HDF5 open mode {mode!r} is not allowed; allowed: {', '.join(MODES)}")
     config = config if config is not None else IOConfig.default()
-    fs_type = _common.filesystem_type(Path(path).resolve().parent)
-    skipped = _common.not_applicable(config, fs_type, file_per_process=comm is None)
-    fapl = _common.file_access_plist(
-        config, _common.applicable(config, skipped), comm, _common.requested_hints(config, skipped)
-    )
+    fs_type = stack.filesystem_type(Path(path).resolve().parent)
+    skipped = stack.not_applicable(config, fs_type, file_per_process=comm is None)
+    fapl = stack.file_access_plist(config, stack.applicable(config, skipped), comm,
+                                   stack.requested_hints(config, skipped))
     if mode == "a":
         mode = "r+" if Path(path).exists() else "w-"
     name = os.fsencode(path)
@@ -73,7 +72,7 @@ def dataset_options(config: IOConfig, shape, dtype) -> dict:
     (HDF5's default).
     """
     shape = tuple(shape)
-    chunks = _common.requested_chunks(config.values, np.dtype(dtype).itemsize, shape) if shape else None
+    chunks = stack.requested_chunks(config.values, np.dtype(dtype).itemsize, shape) if shape else None
     return {} if chunks is None else {"chunks": chunks}
 
 

@@ -31,8 +31,7 @@ def hanging_kernel(monkeypatch):
 
     support = Path(__file__).parent / "support"
     monkeypatch.setenv("PYTHONPATH", f"{support}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    spec = kernels.register(KernelSpec(name="hanging", module="hanging_vpic", space=vpic.space,
-                                       workload=vpic.workload, options=dict(vpic.SPEC.options),
-                                       check_options=vpic.check_options))
-    yield spec
-    kernels._REGISTRY.pop("hanging", None)
+    spec = KernelSpec(name="hanging", module="hanging_vpic", space=vpic.space, workload=vpic.workload,
+                      options=dict(vpic.SPEC.options), check_options=vpic.check_options)
+    with kernels.registered(spec):
+        yield spec

@@ -55,16 +55,16 @@ PROGRAM = textwrap.dedent(f"""
         f.create_dataset("small", (1000,), dtype="f4")
         f.create_dataset("scalar", (), dtype="f4")
 
-        from iobo.kernels import _common  # ctypes helpers, only to report
+        from iobo import stack  # ctypes helpers, only to report
         fapl = f.id.get_access_plist()  # every rank: it duplicates the communicator
         report = {{
             "alignment": list(fapl.get_alignment()),
             "meta_block_size": fapl.get_meta_block_size(),
             "sieve_buf_size": fapl.get_sieve_buf_size(),
             "mdc_initial_size": fapl.get_mdc_config().initial_size,
-            **_common.coll_metadata(fapl),
-            "actual_io_mode": _common.actual_io_mode(ds._dxpl),
-            "hdf5_file_hints": _common.effective_hints(f),
+            **stack.coll_metadata(fapl),
+            "actual_io_mode": stack.actual_io_mode(ds._dxpl),
+            "hdf5_file_hints": stack.effective_hints(f),
         }}
 
     def hints_of_open(name, hints):

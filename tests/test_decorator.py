@@ -18,8 +18,8 @@ import iobo
 from iobo import ConfigError, IOConfig, KernelError
 from iobo.decorator import MODE_ENV, measure
 from iobo.runners.parsl import local_config
-from iobo.kernels._common import requested_chunks
 from iobo.space import KiB, Workload, io_stack_space
+from iobo.stack import requested_chunks
 from iobo.trials import ROLE_DEFAULT, ROLE_SEARCH
 
 ROWS, COLS = 256, 256  # a 256 KiB float32 grid
@@ -234,7 +234,7 @@ import numpy as np
 from mpi4py import MPI
 import iobo.hdf5
 from iobo import IOConfig
-from iobo.kernels._common import actual_io_mode, effective_hints
+from iobo.stack import actual_io_mode, effective_hints
 config = IOConfig.from_values({"cb_buffer_size": 4194304, "transfer_mode": "collective",
                                "alignment_threshold": 4096, "alignment_interval": 65536})
 comm = MPI.COMM_WORLD

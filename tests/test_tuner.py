@@ -47,16 +47,14 @@ def test_short_study_stores_complete_trials_with_their_attrs(storage, scratch):
 
 def test_a_failing_configuration_is_told_fail_and_the_study_goes_on(storage, scratch, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", f"{SUPPORT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    kernels.register(KernelSpec(name="faulty", module="faulty_vpic", space=vpic.space, workload=vpic.workload,
-                                options=dict(vpic.SPEC.options), check_options=vpic.check_options))
-    try:
+    faulty = KernelSpec(name="faulty", module="faulty_vpic", space=vpic.space, workload=vpic.workload,
+                        options=dict(vpic.SPEC.options), check_options=vpic.check_options)
+    with kernels.registered(faulty):
         tuner = Tuner(kernel="faulty", ranks=2, trials=6, storage=storage, study="f", workdir=str(scratch),
                       kernel_options=SMALL_VPIC, sampler=tpe(), echo=None)
         study = tuner.open_study()
         study.enqueue_trial({**tuner.space.default(), "romio_ds_write": "disable"})
         tuner.run()
-    finally:
-        kernels._REGISTRY.pop("faulty")
     trials = study.get_trials()
     assert len(trials) == 6
     failed = [t for t in trials if t.state == TrialState.FAIL]

@@ -1,15 +1,25 @@
-"""Built-in I/O kernels and the registry that finds them by name.
+"""Built-in I/O kernels and the registry that finds kernels by name.
 
 A kernel is a program run under ``mpiexec -n R python -m MODULE [options]``.
-It reads an ``IOConfig`` (``--config FILE.json``), applies it, writes (or
-reads) through parallel HDF5, and prints JSON lines on rank 0's stdout:
-one ``{"event": "step", ...}`` per timestep and one final
-``{"event": "result", ...}`` (see ``iobo.kernels._common``).
+It reads an ``IOConfig`` (``--config FILE.json``), applies it through
+:mod:`iobo.stack`, writes (or reads) through parallel HDF5 or MPI-IO, and
+prints JSON lines on rank 0's stdout: one ``{"event": "step", ...}`` per
+step and one final ``{"event": "result", ...}`` (see
+:mod:`iobo.kernels.records`). Every built-in kernel's ``main`` follows one
+skeleton, :class:`iobo.kernels.run.KernelRun`.
+
+The built-in kernels (:data:`BUILTINS`) are always there; a user kernel is
+added with :func:`register` and removed with :func:`unregister` (or for a
+block of code with :func:`registered`). A user kernel named like a built-in
+one is refused unless registered with ``replace=True``, which shadows that
+built-in until the user kernel is unregistered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+import importlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,34 +73,58 @@ class KernelSpec:
         return args
 
 
-_REGISTRY: dict[str, KernelSpec] = {}
+BUILTINS = ("vpic", "vorpal", "gcrm", "bdcats", "checkpoint", "ior", "tile")
+"""The built-in kernels: each is the module ``iobo.kernels.<name>``, whose ``SPEC`` describes it."""
+
+_USER_KERNELS: dict[str, KernelSpec] = {}
 
 
-def register(spec: KernelSpec) -> KernelSpec:
-    """Add a kernel to the registry (a user kernel may replace a built-in one)."""
-    _REGISTRY[spec.name] = spec
+def register(spec: KernelSpec, replace: bool = False) -> KernelSpec:
+    """Add a user kernel; returns ``spec``.
+
+    A name already taken (by a built-in or another user kernel) raises
+    :class:`ConfigError` unless ``replace``: then ``spec`` is used for that
+    name until :func:`unregister` (a shadowed built-in comes back).
+    """
+    if not replace and (spec.name in BUILTINS or spec.name in _USER_KERNELS):
+        kind = "built-in" if spec.name in BUILTINS else "registered"
+        raise ConfigError(f"kernel name {spec.name!r} is already taken by a {kind} kernel; give your kernel "
+                          f"another name, or register(spec, replace=True) to use it in place of that one")
+    _USER_KERNELS[spec.name] = spec
     return spec
 
 
+def unregister(name: str) -> KernelSpec:
+    """Remove the user kernel ``name`` (a built-in it shadowed comes back); returns its spec."""
+    try:
+        return _USER_KERNELS.pop(name)
+    except KeyError:
+        what = "a built-in kernel, which cannot be removed" if name in BUILTINS else "not registered"
+        raise ConfigError(f"cannot unregister kernel {name!r}: it is {what}; registered user kernels: "
+                          f"{', '.join(sorted(_USER_KERNELS)) or 'none'}") from None
+
+
+@contextlib.contextmanager
+def registered(spec: KernelSpec, replace: bool = False) -> Iterator[KernelSpec]:
+    """``with registered(spec):`` the user kernel ``spec`` is registered inside the block only."""
+    register(spec, replace)
+    try:
+        yield spec
+    finally:
+        unregister(spec.name)
+
+
 def get(name: "str | KernelSpec") -> KernelSpec:
-    """The registered kernel called ``name`` (a spec is returned as it is)."""
+    """The kernel called ``name``: a user kernel, else a built-in one (a spec is returned as it is)."""
     if isinstance(name, KernelSpec):
         return name
-    _load_builtins()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ConfigError(f"unknown kernel {name!r}; known kernels: {', '.join(sorted(_REGISTRY))}") from None
+    if name in _USER_KERNELS:
+        return _USER_KERNELS[name]
+    if name in BUILTINS:
+        return importlib.import_module(f"iobo.kernels.{name}").SPEC
+    raise ConfigError(f"unknown kernel {name!r}; known kernels: {', '.join(names())}")
 
 
 def names() -> list[str]:
-    _load_builtins()
-    return sorted(_REGISTRY)
-
-
-def _load_builtins() -> None:
-    if "vpic" not in _REGISTRY:
-        from iobo.kernels import bdcats, checkpoint, gcrm, ior, tile, vorpal, vpic
-
-        for module in (vpic, vorpal, gcrm, bdcats, checkpoint, ior, tile):
-            register(module.SPEC)
+    """Every kernel name, built-in and user, sorted."""
+    return sorted(set(BUILTINS) | set(_USER_KERNELS))

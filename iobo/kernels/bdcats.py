@@ -29,15 +29,19 @@ of nodes.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from iobo.errors import ConfigError
+from iobo import stack
 from iobo.config import IOConfig
-from iobo.kernels import KernelSpec, _common, vpic
+from iobo.errors import ConfigError
+from iobo.kernels import KernelSpec, inputs, vpic
+from iobo.kernels.inputs import KernelArgs
+from iobo.kernels.run import KernelRun, run_main
+from iobo.kernels.steps import DatasetPlan, Slab, StepFile, plan_values
+from iobo.kernels.timing import run_untimed
 from iobo.space import Space, Workload
 
 PATTERNS = ("full", "strided", "subset")
@@ -58,8 +62,8 @@ OPTION_HELP = {
 
 def space() -> Space:
     """The read-side parameters: HDF5 access and transfer, ROMIO read hints, and the input's layout and striping."""
-    return _common.stack_subspace(exclude=("romio_cb_write", "romio_ds_write", "meta_block_size"),
-                                  extra=_common.READ_HINTS)
+    return inputs.stack_subspace(exclude=("romio_cb_write", "romio_ds_write", "meta_block_size"),
+                                 extra=inputs.READ_HINTS)
 
 
 def workload(ranks: int, options: Mapping[str, Any]) -> Workload:
@@ -70,9 +74,9 @@ def workload(ranks: int, options: Mapping[str, Any]) -> Workload:
 def check_options(options: Mapping[str, Any]) -> None:
     """particles, steps, stride, repeats >= 1; pattern one of PATTERNS; keep a switch. Raises ConfigError."""
     for name in ("particles", "steps", "stride", "repeats"):
-        _common.require_int_at_least(options, name, 1)
-    _common.require_choice(options, "pattern", PATTERNS)
-    _common.require_bool(options, "keep")
+        inputs.require_int_at_least(options, name, 1)
+    inputs.require_choice(options, "pattern", PATTERNS)
+    inputs.require_bool(options, "keep")
 
 
 SPEC = KernelSpec(
@@ -97,19 +101,19 @@ class Share:
     pattern: str
     stride: int
 
-    def slab(self, variable: int, step: int) -> _common.Slab:
+    def slab(self, variable: int, step: int) -> Slab:
         """The slab read from ``VARIABLES[variable]`` at ``step``, with the values it must hold."""
         values = vpic.particle_values(variable, step, self.first, self.count)
         if self.pattern == "strided":
-            return _common.Slab((self.first,), values[::self.stride], (self.stride,))
+            return Slab((self.first,), values[::self.stride], (self.stride,))
         if self.pattern == "subset":
-            return _common.Slab((self.first,), values[:self.count // self.stride])
-        return _common.Slab((self.first,), values)
+            return Slab((self.first,), values[:self.count // self.stride])
+        return Slab((self.first,), values)
 
 
-def step_plans(share: Share, length: int, steps: int) -> list[list[_common.DatasetPlan]]:
+def step_plans(share: Share, length: int, steps: int) -> list[list[DatasetPlan]]:
     """Per step, the 8 particle datasets with this rank's slab of each."""
-    return [[_common.DatasetPlan(f"Timestep_{step}/{name}", (length,), "<f4", (share.slab(variable, step),))
+    return [[DatasetPlan(f"Timestep_{step}/{name}", (length,), "<f4", (share.slab(variable, step),))
              for variable, name in enumerate(vpic.VARIABLES)] for step in range(steps)]
 
 
@@ -149,83 +153,56 @@ def check_input(path: Path, steps: int, ranks: int, stride: int, pattern: str) -
     return length
 
 
-def input_length(comm, options: Mapping[str, Any]) -> int:
-    """The checked length of the datasets of ``--input``, on every rank; exit code 2 on all ranks if it is bad."""
-    outcome = None
-    if comm.rank == 0:
-        try:
-            outcome = check_input(Path(options["input"]), options["steps"], comm.size, options["stride"],
-                                  options["pattern"])
-        except ConfigError as exc:
-            print(f"bdcats: error: {exc}", file=sys.stderr, flush=True)
-            outcome = "error"
-    outcome = comm.bcast(outcome, root=0)
-    if outcome == "error":
-        sys.exit(2)
-    return outcome
+def input_length(args: KernelArgs, ranks: int) -> int | None:
+    """The checked length of the datasets of ``--input`` (see :func:`check_input`), or ``None`` without ``--input``.
+
+    Run on rank 0 by :meth:`KernelRun.start`: a bad input exits 2 on every rank before any file is made.
+    """
+    options = args.options
+    if not options["input"]:
+        return None
+    return check_input(Path(options["input"]), options["steps"], ranks, options["stride"], options["pattern"])
 
 
 def write_input(comm, path: Path, config: IOConfig, apply, hints, particles: int, steps: int) -> None:
     """Write the VPIC-IO file the reads will read, untimed, with the configuration applied."""
     plan = vpic.FilePlan(path, True, comm.size * particles, comm.rank * particles, comm.rank * particles)
-    writer = vpic.make_writer(comm, plan, config, apply, hints, particles, steps, fsync=False)
-    file = writer.create()
-    writer.write_all(file)
-    writer.close(file)
+    run_untimed(vpic.make_writer(comm, plan, config, apply, hints, particles, steps, fsync=False), steps)
 
 
-def not_applicable(config: IOConfig, fs_type: str, given_input: bool) -> dict[str, str]:
-    """As :func:`_common.not_applicable`, plus: with ``--input`` the file's layout and striping are already set."""
-    reasons = _common.not_applicable(config, fs_type, file_per_process=False)
-    if given_input:
-        for name in config.changed():
-            if name in INPUT_LAYOUT:
-                reasons[name] = "the --input file was written beforehand: its layout and striping are fixed"
-    return reasons
+def input_reasons(config: IOConfig, given_input: bool) -> dict[str, str]:
+    """The parameters that act on the input's creation, when ``--input`` was written beforehand: ``{name: reason}``."""
+    if not given_input:
+        return {}
+    return {name: "the --input file was written beforehand: its layout and striping are fixed"
+            for name in config.changed() if name in INPUT_LAYOUT}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from mpi4py import MPI
-
-    comm = MPI.COMM_WORLD
-    args, config = _common.read_inputs(SPEC, comm, argv, OPTION_HELP)
-    options = args.options
+    run = KernelRun.start(SPEC, argv, OPTION_HELP, check=input_length)
+    options, config = run.options, run.config
     steps, given_input = options["steps"], bool(options["input"])
-
-    length = input_length(comm, options) if given_input else comm.size * options["particles"]
-    _common.prepare_output_dir(comm, args.out)
-    path = Path(options["input"]) if given_input else Path(args.out) / "bdcats-input.h5"
-    fs_type = _common.filesystem_type(path.parent)
-    not_applied = not_applicable(config, fs_type, given_input)
-    apply = _common.applicable(config, not_applied)
-    hints = _common.requested_hints(config, not_applied)
+    length = run.checked if given_input else run.ranks * options["particles"]
+    path = Path(options["input"]) if given_input else Path(run.out) / "bdcats-input.h5"
+    run.settle(file_per_process=False, where=path.parent, extra=input_reasons(config, given_input))
     if not given_input:
-        write_input(comm, path, config, apply, hints, options["particles"], steps)
+        write_input(run.comm, path, config, run.apply, run.hints, options["particles"], steps)
 
-    share = Share(comm.rank * (length // comm.size), length // comm.size, options["pattern"], options["stride"])
-    reader = _common.StepFile(
+    share = Share(run.rank * (length // run.ranks), length // run.ranks, options["pattern"], options["stride"])
+    reader = StepFile(
         path, True, step_plans(share, length, steps),
-        fapl=_common.file_access_plist(config, apply, comm, hints),
-        dxpl=_common.dataset_transfer_plist(apply), write=False,
+        fapl=stack.file_access_plist(config, run.apply, run.comm, run.hints),
+        dxpl=stack.dataset_transfer_plist(run.apply), write=False,
     )
-    values_read = comm.allreduce(_common.plan_values(reader.steps))
-    step_bytes = values_read // steps * vpic.ITEMSIZE
-    timings, (effective, effective_hints) = _common.repeat_phase(
-        comm, options["repeats"], steps, reader, step_bytes, label="read")
-    not_applied |= _common.unconfirmed_settings(config, apply, effective, hints, effective_hints)
-    verified, failure = _common.verdict(comm, "bdcats", reader.mismatches(), values_read, "read")
-    comm.Barrier()
-    if not given_input and not options["keep"] and comm.rank == 0:
-        _common.remove_files([path])
-
-    _common.finish(comm, _common.io_result_record(
-        "bdcats", comm.size, None, (step_bytes * steps, timings),
-        input=str(path), input_written=not given_input, pattern=options["pattern"], particles_per_rank=share.count,
-        effective=effective, requested_hints=hints, hints=effective_hints, not_applied=not_applied,
-        fs_type=fs_type, files=[str(path)], kept=given_input or options["keep"], verified=verified,
-        config=config.to_dict(),
-    ), verified, failure)
+    run.own_files([path] if not given_input and run.rank == 0 else [], [path])
+    run.kept = given_input or options["keep"]
+    values_read = run.comm.allreduce(plan_values(reader.steps))
+    run.time_reads(reader, steps, values_read // steps * vpic.ITEMSIZE)
+    run.confirm(run.apply)
+    run.verdict(reader.mismatches(), values_read, "read")
+    run.finish(input=str(path), input_written=not given_input, pattern=options["pattern"],
+               particles_per_rank=share.count)
 
 
 if __name__ == "__main__":
-    _common.run_main(main)
+    run_main(main)

@@ -31,7 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from iobo.kernels import KernelSpec, _common, vpic
+from iobo import stack
+from iobo.kernels import KernelSpec, inputs, vpic
+from iobo.kernels.checks import Mismatches, exact_float32, global_index
+from iobo.kernels.run import KernelRun, run_main
+from iobo.kernels.steps import DatasetPlan, Slab, StepFile, plan_values, reread
+from iobo.kernels.timing import Phase
 from iobo.space import Space, Workload
 
 ITEMSIZE = 8
@@ -50,7 +55,7 @@ OPTION_HELP = {
 
 def space() -> Space:
     """The I/O-stack parameters, ROMIO's read hints and the choice of one shared file or a file per rank."""
-    return _common.stack_subspace(extra=(vpic.FILES, *_common.READ_HINTS))
+    return inputs.stack_subspace(extra=(vpic.FILES, *inputs.READ_HINTS))
 
 
 def workload(ranks: int, options: Mapping[str, Any]) -> Workload:
@@ -60,12 +65,12 @@ def workload(ranks: int, options: Mapping[str, Any]) -> Workload:
 
 def check_options(options: Mapping[str, Any]) -> None:
     """variables, checkpoints >= 1; variable_bytes >= 8, a multiple of 8; phases one of PHASES; common rules."""
-    _common.require_int_at_least(options, "variables", 1)
-    _common.require_int_at_least(options, "variable_bytes", ITEMSIZE)
-    _common.require_multiple_of(options, "variable_bytes", ITEMSIZE, "whole float64 values")
-    _common.require_int_at_least(options, "checkpoints", 1)
-    _common.require_choice(options, "phases", _common.PHASES)
-    _common.check_common_options(options)
+    inputs.require_int_at_least(options, "variables", 1)
+    inputs.require_int_at_least(options, "variable_bytes", ITEMSIZE)
+    inputs.require_multiple_of(options, "variable_bytes", ITEMSIZE, "whole float64 values")
+    inputs.require_int_at_least(options, "checkpoints", 1)
+    inputs.require_choice(options, "phases", inputs.PHASES)
+    inputs.check_common_options(options)
 
 
 SPEC = KernelSpec(
@@ -87,27 +92,27 @@ def checkpoint_path(out: Path, checkpoint: int, shared: bool, rank: int) -> Path
 
 
 def checkpoint_plans(rank: int, ranks: int, shared: bool, variables: int, count: int,
-                     checkpoint: int) -> list[_common.DatasetPlan]:
+                     checkpoint: int) -> list[DatasetPlan]:
     """The datasets of one checkpoint file with this rank's slice of each (``count`` values per variable)."""
     length, offset = (ranks * count, rank * count) if shared else (count, 0)
     plans = []
     for variable in range(variables):
-        index = _common.global_index((ranks * count,), (rank * count,), (count,))
-        values = _common.exact_float32(index, checkpoint * variables + variable).astype("<f8")
-        plans.append(_common.DatasetPlan(f"var{variable:02d}", (length,), "<f8", (_common.Slab((offset,), values),)))
+        index = global_index((ranks * count,), (rank * count,), (count,))
+        values = exact_float32(index, checkpoint * variables + variable).astype("<f8")
+        plans.append(DatasetPlan(f"var{variable:02d}", (length,), "<f8", (Slab((offset,), values),)))
     return plans
 
 
 @dataclass
-class CheckpointWrites:
+class CheckpointWrites(Phase):
     """The write phase: one step per checkpoint, each a whole file (create + writes + close).
 
-    files[i]: checkpoint i as a :class:`_common.StepFile` of one step; the
+    files[i]: checkpoint i as a :class:`iobo.kernels.steps.StepFile` of one step; the
     HDF5 settings and hints in effect are read from the last one before it
     closes.
     """
 
-    files: Sequence[_common.StepFile]
+    files: Sequence[StepFile]
     probed: Any = None
 
     def open(self) -> None:
@@ -129,68 +134,41 @@ class CheckpointWrites:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from mpi4py import MPI
-
-    comm = MPI.COMM_WORLD
-    args, config = _common.read_inputs(SPEC, comm, argv, OPTION_HELP)
-    options = args.options
-    shared, (time_writes, time_reads) = config["files"] == "shared", _common.phases(options)
+    run = KernelRun.start(SPEC, argv, OPTION_HELP)
+    options = run.options
+    shared, (time_writes, time_reads) = run.config["files"] == "shared", inputs.phases(options)
     variables, checkpoints, count = options["variables"], options["checkpoints"], options["variable_bytes"] // ITEMSIZE
-
-    _common.prepare_output_dir(comm, args.out)
-    fs_type = _common.filesystem_type(args.out)
-    not_applied = _common.not_applicable(config, fs_type, file_per_process=not shared)
-    apply = _common.applicable(config, not_applied)
-    hints = _common.requested_hints(config, not_applied)
-    fapl = _common.file_access_plist(config, apply, comm if shared else None, hints)
-    dxpl = _common.dataset_transfer_plist(apply)
-    paths = [checkpoint_path(Path(args.out), i, shared, comm.rank) for i in range(checkpoints)]
+    run.settle(file_per_process=not shared)
+    fapl = stack.file_access_plist(run.config, run.apply, run.comm if shared else None, run.hints)
+    dxpl = stack.dataset_transfer_plist(run.apply)
+    paths = [checkpoint_path(Path(run.out), i, shared, run.rank) for i in range(checkpoints)]
     writes = CheckpointWrites([
-        _common.StepFile(path, shared, [checkpoint_plans(comm.rank, comm.size, shared, variables, count, i)],
-                         fapl, dxpl, dcpl=lambda plan: _common.dataset_create_plist(apply, plan.shape[0], ITEMSIZE),
-                         write=True, fsync=options["fsync"])
+        StepFile(path, shared, [checkpoint_plans(run.rank, run.ranks, shared, variables, count, i)], fapl, dxpl,
+                 dcpl=lambda plan: stack.dataset_create_plist(run.apply, plan.shape[0], ITEMSIZE),
+                 write=True, fsync=options["fsync"])
         for i, path in enumerate(paths)])
-    restart = _common.StepFile(paths[-1], shared, writes.files[-1].steps, fapl, dxpl, write=False)
-    my_files = paths if not shared or comm.rank == 0 else []
-    checkpoint_bytes = comm.size * variables * count * ITEMSIZE
+    restart = StepFile(paths[-1], shared, writes.files[-1].steps, fapl, dxpl, write=False)
+    run.own_files(paths if not shared or run.rank == 0 else [],
+                  [checkpoint_path(Path(run.out), i, shared, rank)
+                   for i in range(checkpoints) for rank in range(1 if shared else run.ranks)])
+    checkpoint_bytes = run.ranks * variables * count * ITEMSIZE
 
-    written = read = None
     if time_writes:
-        timings, probed = _common.repeat_phase(comm, options["repeats"], checkpoints, writes, checkpoint_bytes,
-                                               label="write", remove=my_files)
-        written = (checkpoint_bytes * checkpoints, timings)
+        run.time_writes(writes, checkpoints, checkpoint_bytes)
     else:
-        _common.clear_files(comm, my_files)
-        _common.run_untimed(writes, checkpoints)
-        probed = writes.probed
+        run.write_untimed(writes, checkpoints)
     if time_reads:
-        timings, probed = _common.repeat_phase(comm, options["repeats"], 1, restart, checkpoint_bytes,
-                                               label="read", first_step=checkpoints if time_writes else 0)
-        read = (checkpoint_bytes, timings)
-    effective, effective_hints = probed
-    not_applied |= _common.unconfirmed_settings(config, apply, effective, hints, effective_hints)
-
-    verified, failure = None, ""
+        run.time_reads(restart, 1, checkpoint_bytes)
+    run.confirm(run.apply)
     if time_reads:
-        verified, failure = _common.verdict(comm, "checkpoint", restart.mismatches(),
-                                            comm.size * _common.plan_values(restart.steps), "read at restart")
+        run.verdict(restart.mismatches(), run.ranks * plan_values(restart.steps), "read at restart")
     elif options["verify"]:
-        found = _common.Mismatches()
+        found = Mismatches()
         for step_file in writes.files:
-            found.merge(_common.reread(step_file, fapl))
-        verified, failure = _common.verdict(comm, "checkpoint", found,
-                                            comm.size * variables * count * checkpoints, "written")
-    _common.release_files(comm, my_files, options["keep"])
-
-    all_paths = [checkpoint_path(Path(args.out), i, shared, rank)
-                 for i in range(checkpoints) for rank in range(1 if shared else comm.size)]
-    _common.finish(comm, _common.io_result_record(
-        "checkpoint", comm.size, written, read,
-        effective=effective, requested_hints=hints, hints=effective_hints, not_applied=not_applied,
-        fs_type=fs_type, files=[str(path) for path in all_paths], kept=options["keep"], verified=verified,
-        config=config.to_dict(),
-    ), verified, failure)
+            found.merge(reread(step_file, fapl))
+        run.verdict(found, run.ranks * variables * count * checkpoints, "written")
+    run.finish()
 
 
 if __name__ == "__main__":
-    _common.run_main(main)
+    run_main(main)

@@ -33,7 +33,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from iobo.kernels import KernelSpec, _common
+from iobo import stack
+from iobo.kernels import KernelSpec, inputs
+from iobo.kernels.checks import exact_float32, global_index
+from iobo.kernels.run import KernelRun, run_main
+from iobo.kernels.steps import DatasetPlan, Slab, StepFile, plan_values, reread
 from iobo.space import Parameter, Space, Workload, io_stack_space
 
 ITEMSIZE = 4
@@ -55,8 +59,8 @@ OPTION_HELP = {
 
 def space() -> Space:
     """Every I/O-stack parameter (one shared file through MPI-IO) plus the chunk's levels, for the chunk shape."""
-    stack = io_stack_space()
-    return Space(stack.parameters + (CHUNK_LEVELS,), stack.constraints)
+    stack_space = io_stack_space()
+    return Space(stack_space.parameters + (CHUNK_LEVELS,), stack_space.constraints)
 
 
 def workload(ranks: int, options: Mapping[str, Any]) -> Workload:
@@ -68,8 +72,8 @@ def workload(ranks: int, options: Mapping[str, Any]) -> Workload:
 def check_options(options: Mapping[str, Any]) -> None:
     """cells, levels, steps >= 1, plus the common options' rules; raises ConfigError."""
     for name in ("cells", "levels", "steps"):
-        _common.require_int_at_least(options, name, 1)
-    _common.check_common_options(options)
+        inputs.require_int_at_least(options, name, 1)
+    inputs.check_common_options(options)
 
 
 SPEC = KernelSpec(
@@ -99,11 +103,11 @@ def chunks(apply: Mapping[str, Any], shape: Sequence[int]) -> tuple[int, int] | 
 
 def variable_values(shape: Sequence[int], first_row: int, rows: int, step: int, variable: int):
     """Values of rows [first_row, first_row + rows) of ``VARIABLES[variable]`` at ``step``."""
-    index = _common.global_index(shape, (first_row, 0), (rows, shape[1]))
-    return _common.exact_float32(index, step * len(VARIABLES) + variable)
+    index = global_index(shape, (first_row, 0), (rows, shape[1]))
+    return exact_float32(index, step * len(VARIABLES) + variable)
 
 
-def step_plans(rank: int, ranks: int, cells: int, levels: int, steps: int) -> list[list[_common.DatasetPlan]]:
+def step_plans(rank: int, ranks: int, cells: int, levels: int, steps: int) -> list[list[DatasetPlan]]:
     """Per step, the four datasets of ``Timestep_<i>`` with this rank's rows and their values."""
     plans = []
     for step in range(steps):
@@ -111,53 +115,39 @@ def step_plans(rank: int, ranks: int, cells: int, levels: int, steps: int) -> li
         for variable, (name, per_cell) in enumerate(VARIABLES):
             rows = cells * per_cell
             shape = (ranks * rows, levels)
-            slab = _common.Slab((rank * rows, 0), variable_values(shape, rank * rows, rows, step, variable))
-            datasets.append(_common.DatasetPlan(f"Timestep_{step}/{name}", shape, "<f4", (slab,)))
+            slab = Slab((rank * rows, 0), variable_values(shape, rank * rows, rows, step, variable))
+            datasets.append(DatasetPlan(f"Timestep_{step}/{name}", shape, "<f4", (slab,)))
         plans.append(datasets)
     return plans
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from mpi4py import MPI
-
-    comm = MPI.COMM_WORLD
-    args, config = _common.read_inputs(SPEC, comm, argv, OPTION_HELP)
-    options = args.options
+    run = KernelRun.start(SPEC, argv, OPTION_HELP)
+    options = run.options
     cells, levels, steps = options["cells"], options["levels"], options["steps"]
-
-    _common.prepare_output_dir(comm, args.out)
-    fs_type = _common.filesystem_type(args.out)
-    not_applied = _common.not_applicable(config, fs_type, file_per_process=False)
-    apply = _common.applicable(config, not_applied)
-    hints = _common.requested_hints(config, not_applied)
-    path = Path(args.out) / "gcrm.h5"
-    writer = _common.StepFile(
-        path, True, step_plans(comm.rank, comm.size, cells, levels, steps),
-        fapl=_common.file_access_plist(config, apply, comm, hints),
-        dxpl=_common.dataset_transfer_plist(apply),
-        dcpl=lambda plan: _common.chunked_create_plist(chunks(apply, plan.shape)),
+    run.settle(file_per_process=False)
+    apply = run.apply
+    path = Path(run.out) / "gcrm.h5"
+    writer = StepFile(
+        path, True, step_plans(run.rank, run.ranks, cells, levels, steps),
+        fapl=stack.file_access_plist(run.config, apply, run.comm, run.hints),
+        dxpl=stack.dataset_transfer_plist(apply),
+        dcpl=lambda plan: stack.chunked_create_plist(chunks(apply, plan.shape)),
         write=True, fsync=options["fsync"],
     )
-    my_files = [path] if comm.rank == 0 else []
-    step_bytes = comm.size * cells * ROWS_PER_CELL * levels * ITEMSIZE
+    run.own_files([path] if run.rank == 0 else [], [path])
 
-    timings, (effective, effective_hints) = _common.repeat_phase(
-        comm, options["repeats"], steps, writer, step_bytes, remove=my_files)
+    run.time_writes(writer, steps, run.ranks * cells * ROWS_PER_CELL * levels * ITEMSIZE, label=None)
     probed_chunks = chunks(apply, writer.steps[-1][-1].shape)  # the dataset probe() looked at
-    effective["chunk_levels"] = effective["chunk_shape"][1] if effective["chunk_shape"] else None
-    requested = _common.chunk_request(apply, probed_chunks, ITEMSIZE)
+    run.effective["chunk_levels"] = run.effective["chunk_shape"][1] if run.effective["chunk_shape"] else None
+    requested = stack.chunk_request(apply, probed_chunks, ITEMSIZE)
     if probed_chunks:
         requested["chunk_levels"] = probed_chunks[1]
-    not_applied |= _common.unconfirmed_settings(config, requested, effective, hints, effective_hints)
-    verified, failure = _common.verify_written(comm, "gcrm", writer, options["verify"])
-    _common.release_files(comm, my_files, options["keep"])
-
-    _common.finish(comm, _common.io_result_record(
-        "gcrm", comm.size, (step_bytes * steps, timings), None,
-        effective=effective, requested_hints=hints, hints=effective_hints, not_applied=not_applied,
-        fs_type=fs_type, files=[str(path)], kept=options["keep"], verified=verified, config=config.to_dict(),
-    ), verified, failure)
+    run.confirm(requested)
+    if options["verify"]:
+        run.verdict(reread(writer, writer.fapl), run.ranks * plan_values(writer.steps), "written")
+    run.finish()
 
 
 if __name__ == "__main__":
-    _common.run_main(main)
+    run_main(main)

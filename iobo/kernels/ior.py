@@ -38,8 +38,12 @@ from typing import Any
 
 import numpy as np
 
+from iobo import stack
 from iobo.config import IOConfig
-from iobo.kernels import KernelSpec, _common, vpic
+from iobo.kernels import KernelSpec, files, inputs, vpic
+from iobo.kernels.checks import Mismatches
+from iobo.kernels.run import KernelRun, run_main
+from iobo.kernels.timing import Phase
 from iobo.space import Space, Workload
 
 APIS = ("posix", "mpiio", "hdf5")
@@ -64,7 +68,7 @@ def space() -> Space:
     Which apply depends on ``--api``: the result's ``not_applied`` names the
     ones that did not (all but ``files`` for posix; the HDF5 ones for mpiio).
     """
-    return _common.stack_subspace(extra=(vpic.FILES, *_common.READ_HINTS))
+    return inputs.stack_subspace(extra=(vpic.FILES, *inputs.READ_HINTS))
 
 
 def workload(ranks: int, options: Mapping[str, Any]) -> Workload:
@@ -74,15 +78,15 @@ def workload(ranks: int, options: Mapping[str, Any]) -> Workload:
 
 def check_options(options: Mapping[str, Any]) -> None:
     """api one of APIS; transfer_size >= 8, a multiple of 8; block_size a multiple of it; segments >= 1; phases."""
-    _common.require_choice(options, "api", APIS)
-    _common.require_int_at_least(options, "transfer_size", WORD)
-    _common.require_multiple_of(options, "transfer_size", WORD, "whole 8-byte words")
-    _common.require_int_at_least(options, "block_size", options["transfer_size"])
-    _common.require_multiple_of(options, "block_size", options["transfer_size"], "whole transfers per block")
-    _common.require_int_at_least(options, "segments", 1)
-    _common.require_choice(options, "phases", _common.PHASES)
-    _common.require_bool(options, "random")
-    _common.check_common_options(options)
+    inputs.require_choice(options, "api", APIS)
+    inputs.require_int_at_least(options, "transfer_size", WORD)
+    inputs.require_multiple_of(options, "transfer_size", WORD, "whole 8-byte words")
+    inputs.require_int_at_least(options, "block_size", options["transfer_size"])
+    inputs.require_multiple_of(options, "block_size", options["transfer_size"], "whole transfers per block")
+    inputs.require_int_at_least(options, "segments", 1)
+    inputs.require_choice(options, "phases", inputs.PHASES)
+    inputs.require_bool(options, "random")
+    inputs.check_common_options(options)
 
 
 SPEC = KernelSpec(
@@ -98,15 +102,13 @@ SPEC = KernelSpec(
 )
 
 
-def not_applicable(config: IOConfig, api: str, fs_type: str, file_per_process: bool) -> dict[str, str]:
-    """Changed parameters that cannot take effect with ``api``: ``{name: reason}``."""
-    if api == "hdf5":
-        return _common.not_applicable(config, fs_type, file_per_process)
-    reasons = _common.not_applicable(config, fs_type, file_per_process=False)
+def api_reasons(config: IOConfig, api: str) -> dict[str, str]:
+    """Changed parameters that ``api`` cannot apply (beyond the file system's and layout's): ``{name: reason}``."""
+    reasons = {}
     for name in config.changed():
         if api == "posix" and name != "files":
             reasons[name] = "api=posix writes with pwrite: no HDF5, MPI-IO hints or collective transfer"
-        elif config.space[name].layer == "hdf5" and name != "transfer_mode":
+        elif api == "mpiio" and config.space[name].layer == "hdf5" and name != "transfer_mode":
             reasons[name] = "api=mpiio does not go through HDF5"
     return reasons
 
@@ -188,7 +190,7 @@ class MpiioFile:
         self.collective = apply.get("transfer_mode") == "collective"
 
     def open(self, write: bool):
-        return _common.mpi_open(self.comm, self.path, write, self.hints)
+        return stack.mpi_open(self.comm, self.path, write, self.hints)
 
     def write(self, handle, offset: int, words: np.ndarray) -> None:
         (handle.Write_at_all if self.collective else handle.Write_at)(offset, words)
@@ -200,7 +202,7 @@ class MpiioFile:
 
     def probe(self, handle) -> tuple[dict[str, Any], dict[str, str]]:
         mode = "collective" if self.collective else "independent"
-        return {"api": self.api, "transfer_mode": mode}, _common.mpi_file_hints(handle)
+        return {"api": self.api, "transfer_mode": mode}, stack.mpi_file_hints(handle)
 
     def close(self, handle, fsync: bool) -> None:
         if fsync:
@@ -215,38 +217,38 @@ class Hdf5File:
 
     def __init__(self, path: Path, comm, apply, hints, config, layout: Layout):
         self.path, self.shared, self.length = path, layout.shared, layout.file_bytes // WORD
-        self.fapl = _common.file_access_plist(config, apply, comm if layout.shared else None, hints)
-        self.dcpl = _common.dataset_create_plist(apply, self.length, WORD)
-        self.dxpl = _common.dataset_transfer_plist(apply)
+        self.fapl = stack.file_access_plist(config, apply, comm if layout.shared else None, hints)
+        self.dcpl = stack.dataset_create_plist(apply, self.length, WORD)
+        self.dxpl = stack.dataset_transfer_plist(apply)
 
     def open(self, write: bool):
         if not write:
-            return _common.open_file(self.path, self.fapl)
-        file = _common.create_file(self.path, self.fapl)
-        _common.create_dataset(file, DATASET, (self.length,), self.dcpl, "<u8")
+            return stack.open_file(self.path, self.fapl)
+        file = stack.create_file(self.path, self.fapl)
+        stack.create_dataset(file, DATASET, (self.length,), self.dcpl, "<u8")
         return file
 
     def write(self, file, offset: int, words: np.ndarray) -> None:
-        _common.write_hyperslab(file[DATASET].id, words, (offset // WORD,), self.dxpl)
+        stack.write_hyperslab(file[DATASET].id, words, (offset // WORD,), self.dxpl)
 
     def read(self, file, offset: int, count: int) -> np.ndarray:
-        return _common.read_hyperslab(file[DATASET].id, (offset // WORD,), (count,), self.dxpl)
+        return stack.read_hyperslab(file[DATASET].id, (offset // WORD,), (count,), self.dxpl)
 
     def probe(self, file) -> tuple[dict[str, Any], dict[str, str]]:
-        effective = _common.effective_hdf5(file, file[DATASET].id, self.dxpl)
-        return {"api": self.api, **effective}, _common.effective_hints(file) if self.shared else {}
+        effective = stack.effective_hdf5(file, file[DATASET].id, self.dxpl)
+        return {"api": self.api, **effective}, stack.effective_hints(file) if self.shared else {}
 
     def close(self, file, fsync: bool) -> None:
         file.close()
         if fsync:
-            _common.fsync_file(self.path)
+            files.fsync_file(self.path)
 
 
 BACKENDS = {"posix": PosixFile, "mpiio": MpiioFile, "hdf5": Hdf5File}
 
 
 @dataclass
-class IorPhase:
+class IorPhase(Phase):
     """One timed repeat of the write or the read phase: open, one step per segment, close.
 
     Reads keep the words they got in ``got`` (segment, transfer, words), to
@@ -277,9 +279,9 @@ class IorPhase:
     def close(self, handle) -> None:
         self.backend.close(handle, self.fsync and self.write)
 
-    def mismatches(self) -> _common.Mismatches:
+    def mismatches(self) -> Mismatches:
         """The words read against the words written there."""
-        found = _common.Mismatches()
+        found = Mismatches()
         for segment, transfer, words in self.got:
             where = f"{self.backend.path.name}@{self.layout.offset(segment, transfer)}+word"
             found.compare(where, self.layout.words(segment, transfer), words)
@@ -293,58 +295,34 @@ def file_path(out: Path, api: str, shared: bool, rank: int) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from mpi4py import MPI
-
-    comm = MPI.COMM_WORLD
-    args, config = _common.read_inputs(SPEC, comm, argv, OPTION_HELP)
-    options = args.options
-    api, shared, (time_writes, time_reads) = options["api"], config["files"] == "shared", _common.phases(options)
-    layout = Layout(comm.rank, comm.size, shared, options["block_size"], options["transfer_size"],
-                    options["segments"], options["random"])
-
-    _common.prepare_output_dir(comm, args.out)
-    fs_type = _common.filesystem_type(args.out)
-    not_applied = not_applicable(config, api, fs_type, file_per_process=not shared)
-    apply = _common.applicable(config, not_applied)
-    hints = _common.requested_hints(config, not_applied)
-    path = file_path(Path(args.out), api, shared, comm.rank)
-    backend = BACKENDS[api](path, comm, apply, hints, config, layout)
+    run = KernelRun.start(SPEC, argv, OPTION_HELP)
+    options = run.options
+    api, shared, (time_writes, time_reads) = options["api"], run.config["files"] == "shared", inputs.phases(options)
+    segments = options["segments"]
+    layout = Layout(run.rank, run.ranks, shared, options["block_size"], options["transfer_size"], segments,
+                    options["random"])
+    run.settle(file_per_process=not shared and api == "hdf5", extra=api_reasons(run.config, api))
+    path = file_path(Path(run.out), api, shared, run.rank)
+    backend = BACKENDS[api](path, run.comm, run.apply, run.hints, run.config, layout)
     writes = IorPhase(backend, layout, write=True, fsync=options["fsync"])
     reads = IorPhase(backend, layout, write=False)
-    my_files = [path] if not shared or comm.rank == 0 else []
-    segment_bytes = comm.size * options["block_size"]
-    total_bytes = segment_bytes * options["segments"]
+    run.own_files([path] if not shared or run.rank == 0 else [],
+                  [file_path(Path(run.out), api, shared, rank) for rank in range(1 if shared else run.ranks)])
+    segment_bytes = run.ranks * options["block_size"]
 
-    written = read = None
     if time_writes:
-        timings, probed = _common.repeat_phase(comm, options["repeats"], options["segments"], writes, segment_bytes,
-                                               label="write", remove=my_files)
-        written = (total_bytes, timings)
+        run.time_writes(writes, segments, segment_bytes)
     else:
-        _common.clear_files(comm, my_files)
-        _common.run_untimed(writes, options["segments"])
+        run.write_untimed(writes, segments)
     if time_reads:
-        timings, probed = _common.repeat_phase(comm, options["repeats"], options["segments"], reads, segment_bytes,
-                                               label="read", first_step=options["segments"] if time_writes else 0)
-        read = (total_bytes, timings)
+        run.time_reads(reads, segments, segment_bytes)
     elif options["verify"]:
-        comm.Barrier()  # every rank's words are in the file before any rank reads
-        _common.run_untimed(reads, options["segments"])
-    effective, effective_hints = probed
-    requested_hdf5 = apply if api == "hdf5" else {}
-    not_applied |= _common.unconfirmed_settings(config, requested_hdf5, effective, hints, effective_hints)
-    verified, failure = None, ""
+        run.read_untimed(reads, segments)
+    run.confirm(run.apply if api == "hdf5" else {})
     if time_reads or options["verify"]:
-        verified, failure = _common.verdict(comm, "ior", reads.mismatches(), total_bytes // WORD, "read back")
-    _common.release_files(comm, my_files, options["keep"])
-
-    _common.finish(comm, _common.io_result_record(
-        "ior", comm.size, written, read, api=api, random=options["random"],
-        effective=effective, requested_hints=hints, hints=effective_hints, not_applied=not_applied,
-        fs_type=fs_type, files=[str(file_path(Path(args.out), api, shared, rank)) for rank in range(1 if shared else comm.size)],
-        kept=options["keep"], verified=verified, config=config.to_dict(),
-    ), verified, failure)
+        run.verdict(reads.mismatches(), segment_bytes * segments // WORD, "read back")
+    run.finish(api=api, random=options["random"])
 
 
 if __name__ == "__main__":
-    _common.run_main(main)
+    run_main(main)

@@ -35,7 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from iobo.kernels import KernelSpec, _common
+from iobo import stack
+from iobo.kernels import KernelSpec, inputs
+from iobo.kernels.checks import Mismatches, global_index
+from iobo.kernels.run import KernelRun, run_main
+from iobo.kernels.timing import Phase
 from iobo.space import Space, Workload
 
 WORD = 8
@@ -57,31 +61,31 @@ OPTION_HELP = {
 
 def space() -> Space:
     """Collective or independent transfer, the MPI-IO write and read hints, and Lustre striping."""
-    return _common.stack_subspace(exclude=HDF5_ONLY, extra=_common.READ_HINTS)
+    return inputs.stack_subspace(exclude=HDF5_ONLY, extra=inputs.READ_HINTS)
 
 
 def tiles(ranks: int, options: Mapping[str, Any]) -> tuple[int, int]:
     """Tiles across and down for ``ranks``; raises ConfigError when the ranks cannot share them evenly."""
-    return _common.grid_for_ranks(options, "tiles", 2, ranks)
+    return inputs.grid_for_ranks(options, "tiles", 2, ranks)
 
 
 def workload(ranks: int, options: Mapping[str, Any]) -> Workload:
     """``ranks`` and the bytes of one frame of the array; raises ConfigError for tiles the ranks cannot share."""
-    tile = _common.parse_grid(options, "tile", 2)
+    tile = inputs.parse_grid(options, "tile", 2)
     return Workload(ranks=ranks, dataset_bytes=math.prod(tiles(ranks, options)) * math.prod(tile)
                     * options["element_size"])
 
 
 def check_options(options: Mapping[str, Any]) -> None:
     """tile: XxY >= 1; element_size >= 8, a multiple of 8; tiles: auto or AxB; steps >= 1; phases; common rules."""
-    _common.parse_grid(options, "tile", 2)
+    inputs.parse_grid(options, "tile", 2)
     if options["tiles"] != "auto":
-        _common.parse_grid(options, "tiles", 2)
-    _common.require_int_at_least(options, "element_size", WORD)
-    _common.require_multiple_of(options, "element_size", WORD, "whole 8-byte words")
-    _common.require_int_at_least(options, "steps", 1)
-    _common.require_choice(options, "phases", _common.PHASES)
-    _common.check_common_options(options)
+        inputs.parse_grid(options, "tiles", 2)
+    inputs.require_int_at_least(options, "element_size", WORD)
+    inputs.require_multiple_of(options, "element_size", WORD, "whole 8-byte words")
+    inputs.require_int_at_least(options, "steps", 1)
+    inputs.require_choice(options, "phases", inputs.PHASES)
+    inputs.check_common_options(options)
 
 
 SPEC = KernelSpec(
@@ -123,12 +127,12 @@ class Array:
     def words_of(self, corner: tuple[int, int], frame: int) -> np.ndarray:
         """The uint64 words of the tile at ``corner`` in ``frame``: their index in the file."""
         count = (self.tile[1], self.tile[0], self.words)
-        index = _common.global_index(self.shape, (*corner, 0), count)
+        index = global_index(self.shape, (*corner, 0), count)
         return (index + frame * math.prod(self.shape)).astype(np.uint64)
 
 
 @dataclass
-class TilePhase:
+class TilePhase(Phase):
     """One timed repeat of writing (or reading) every frame: open, one step per frame, close."""
 
     comm: Any
@@ -145,13 +149,13 @@ class TilePhase:
         """The file view of the tile at ``corner``: a committed byte subarray of one frame."""
         element_bytes = self.array.words * WORD
         rows, columns, _ = self.array.shape
-        return _common.byte_subarray((rows, columns * element_bytes),
+        return stack.byte_subarray((rows, columns * element_bytes),
                                      (self.array.tile[1], self.array.tile[0] * element_bytes),
                                      (corner[0], corner[1] * element_bytes))
 
     def open(self):
         self.got = []
-        return _common.mpi_open(self.comm, self.path, self.write, self.hints)
+        return stack.mpi_open(self.comm, self.path, self.write, self.hints)
 
     def do_step(self, file, frame: int) -> None:
         from mpi4py import MPI
@@ -170,16 +174,16 @@ class TilePhase:
 
     def probe(self, file) -> tuple[dict[str, Any], dict[str, str]]:
         mode = "collective" if self.collective else "independent"
-        return {"api": "mpiio", "transfer_mode": mode}, _common.mpi_file_hints(file)
+        return {"api": "mpiio", "transfer_mode": mode}, stack.mpi_file_hints(file)
 
     def close(self, file) -> None:
         if self.write and self.fsync:
             file.Sync()
         file.Close()
 
-    def mismatches(self) -> _common.Mismatches:
+    def mismatches(self) -> Mismatches:
         """The words read against the words written there."""
-        found = _common.Mismatches()
+        found = Mismatches()
         for corner, frame, words in self.got:
             found.compare(f"{self.path.name}:frame {frame} tile at {list(corner)}+", self.array.words_of(corner, frame),
                           words)
@@ -187,57 +191,32 @@ class TilePhase:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from mpi4py import MPI
-
-    comm = MPI.COMM_WORLD
-    args, config = _common.read_inputs(SPEC, comm, argv, OPTION_HELP)
-    options = args.options
-    time_writes, time_reads = _common.phases(options)
-    array = Array(tiles(comm.size, options), _common.parse_grid(options, "tile", 2), options["element_size"] // WORD)
+    run = KernelRun.start(SPEC, argv, OPTION_HELP)
+    options = run.options
+    time_writes, time_reads = inputs.phases(options)
+    array = Array(tiles(run.ranks, options), inputs.parse_grid(options, "tile", 2), options["element_size"] // WORD)
     steps = options["steps"]
+    run.settle(file_per_process=False)
+    path = Path(run.out) / "tile.dat"
+    corners = array.my_tiles(run.rank, run.ranks)
+    collective = run.apply.get("transfer_mode") == "collective"
+    writes = TilePhase(run.comm, path, array, corners, run.hints, collective, write=True, fsync=options["fsync"])
+    reads = TilePhase(run.comm, path, array, corners, run.hints, collective, write=False)
+    run.own_files([path] if run.rank == 0 else [], [path])
 
-    _common.prepare_output_dir(comm, args.out)
-    fs_type = _common.filesystem_type(args.out)
-    not_applied = _common.not_applicable(config, fs_type, file_per_process=False)
-    apply = _common.applicable(config, not_applied)
-    hints = _common.requested_hints(config, not_applied)
-    path = Path(args.out) / "tile.dat"
-    corners = array.my_tiles(comm.rank, comm.size)
-    collective = apply.get("transfer_mode") == "collective"
-    writes = TilePhase(comm, path, array, corners, hints, collective, write=True, fsync=options["fsync"])
-    reads = TilePhase(comm, path, array, corners, hints, collective, write=False)
-    my_files = [path] if comm.rank == 0 else []
-
-    written = read = None
     if time_writes:
-        timings, probed = _common.repeat_phase(comm, options["repeats"], steps, writes, array.frame_bytes,
-                                               label="write", remove=my_files)
-        written = (array.frame_bytes * steps, timings)
+        run.time_writes(writes, steps, array.frame_bytes)
     else:
-        _common.clear_files(comm, my_files)
-        _common.run_untimed(writes, steps)
+        run.write_untimed(writes, steps)
     if time_reads:
-        timings, probed = _common.repeat_phase(comm, options["repeats"], steps, reads, array.frame_bytes,
-                                               label="read", first_step=steps if time_writes else 0)
-        read = (array.frame_bytes * steps, timings)
+        run.time_reads(reads, steps, array.frame_bytes)
     elif options["verify"]:
-        comm.Barrier()  # every rank's tiles are in the file before any rank reads
-        _common.run_untimed(reads, steps)
-    effective, effective_hints = probed
-    not_applied |= _common.unconfirmed(hints, effective_hints)
-    verified, failure = None, ""
+        run.read_untimed(reads, steps)
+    run.confirm({})
     if time_reads or options["verify"]:
-        verified, failure = _common.verdict(comm, "tile", reads.mismatches(), array.frame_bytes * steps // WORD,
-                                            "read back")
-    _common.release_files(comm, my_files, options["keep"])
-
-    _common.finish(comm, _common.io_result_record(
-        "tile", comm.size, written, read, tiles=list(array.tiles), tile=list(array.tile),
-        element_size=options["element_size"], effective=effective, requested_hints=hints, hints=effective_hints,
-        not_applied=not_applied, fs_type=fs_type, files=[str(path)], kept=options["keep"], verified=verified,
-        config=config.to_dict(),
-    ), verified, failure)
+        run.verdict(reads.mismatches(), array.frame_bytes * steps // WORD, "read back")
+    run.finish(tiles=list(array.tiles), tile=list(array.tile), element_size=options["element_size"])
 
 
 if __name__ == "__main__":
-    _common.run_main(main)
+    run_main(main)

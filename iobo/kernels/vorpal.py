@@ -31,7 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from iobo.kernels import KernelSpec, _common
+from iobo import stack
+from iobo.kernels import KernelSpec, inputs
+from iobo.kernels.checks import exact_float32, global_index
+from iobo.kernels.run import KernelRun, run_main
+from iobo.kernels.steps import DatasetPlan, Slab, StepFile, plan_values, reread
 from iobo.space import Space, Workload, io_stack_space
 
 ITEMSIZE = 4
@@ -53,7 +57,7 @@ def space() -> Space:
 
 def grid(ranks: int, options: Mapping[str, Any]) -> tuple[int, int, int]:
     """Blocks along x, y, z for ``ranks``; raises ConfigError when they cannot be shared evenly by the ranks."""
-    return _common.grid_for_ranks(options, "blocks", 3, ranks)
+    return inputs.grid_for_ranks(options, "blocks", 3, ranks)
 
 
 def dataset_shape(blocks: Sequence[int], block: Sequence[int], components: int) -> tuple[int, ...]:
@@ -63,19 +67,19 @@ def dataset_shape(blocks: Sequence[int], block: Sequence[int], components: int) 
 
 def workload(ranks: int, options: Mapping[str, Any]) -> Workload:
     """``ranks`` and the bytes of one timestep's dataset; raises ConfigError for a grid the ranks cannot share."""
-    block = _common.parse_grid(options, "block", 3)
+    block = inputs.parse_grid(options, "block", 3)
     shape = dataset_shape(grid(ranks, options), block, options["components"])
     return Workload(ranks=ranks, dataset_bytes=math.prod(shape) * ITEMSIZE)
 
 
 def check_options(options: Mapping[str, Any]) -> None:
     """block: three integers >= 1; components, steps >= 1; blocks: auto or AxBxC; common rules. Raises ConfigError."""
-    _common.parse_grid(options, "block", 3)
+    inputs.parse_grid(options, "block", 3)
     if options["blocks"] != "auto":
-        _common.parse_grid(options, "blocks", 3)
-    _common.require_int_at_least(options, "components", 1)
-    _common.require_int_at_least(options, "steps", 1)
-    _common.check_common_options(options)
+        inputs.parse_grid(options, "blocks", 3)
+    inputs.require_int_at_least(options, "components", 1)
+    inputs.require_int_at_least(options, "steps", 1)
+    inputs.check_common_options(options)
 
 
 SPEC = KernelSpec(
@@ -93,7 +97,7 @@ SPEC = KernelSpec(
 
 def block_values(shape: Sequence[int], start: Sequence[int], count: Sequence[int], step: int) -> np.ndarray:
     """The values of the block at ``start`` of ``count`` items in the dataset of ``shape`` at ``step``."""
-    return _common.exact_float32(_common.global_index(shape, start, count), step)
+    return exact_float32(global_index(shape, start, count), step)
 
 
 def my_blocks(rank: int, ranks: int, blocks: Sequence[int]) -> list[tuple[int, ...]]:
@@ -102,56 +106,39 @@ def my_blocks(rank: int, ranks: int, blocks: Sequence[int]) -> list[tuple[int, .
 
 
 def step_plans(rank: int, ranks: int, blocks: Sequence[int], block: Sequence[int], components: int,
-               steps: int) -> list[list[_common.DatasetPlan]]:
+               steps: int) -> list[list[DatasetPlan]]:
     """Per step, the one dataset ``Timestep_<i>/E`` with this rank's blocks and their values."""
     shape = dataset_shape(blocks, block, components)
     count = (*block, components)
     starts = [(*(b * cells for b, cells in zip(coordinates, block)), 0) for coordinates in my_blocks(rank, ranks, blocks)]
-    return [[_common.DatasetPlan(f"Timestep_{step}/{DATASET}", shape, "<f4",
-                                 tuple(_common.Slab(start, block_values(shape, start, count, step)) for start in starts))]
+    return [[DatasetPlan(f"Timestep_{step}/{DATASET}", shape, "<f4",
+                         tuple(Slab(start, block_values(shape, start, count, step)) for start in starts))]
             for step in range(steps)]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from mpi4py import MPI
-
-    comm = MPI.COMM_WORLD
-    args, config = _common.read_inputs(SPEC, comm, argv, OPTION_HELP)
-    options = args.options
-    blocks, block = grid(comm.size, options), _common.parse_grid(options, "block", 3)
-
-    _common.prepare_output_dir(comm, args.out)
-    fs_type = _common.filesystem_type(args.out)
-    not_applied = _common.not_applicable(config, fs_type, file_per_process=False)
-    apply = _common.applicable(config, not_applied)
-    hints = _common.requested_hints(config, not_applied)
-    path = Path(args.out) / "vorpal.h5"
+    run = KernelRun.start(SPEC, argv, OPTION_HELP)
+    options = run.options
+    blocks, block = grid(run.ranks, options), inputs.parse_grid(options, "block", 3)
+    run.settle(file_per_process=False)
+    path = Path(run.out) / "vorpal.h5"
     shape = dataset_shape(blocks, block, options["components"])
-    chunks = _common.requested_chunks(apply, ITEMSIZE, shape)
-    writer = _common.StepFile(
-        path, True, step_plans(comm.rank, comm.size, blocks, block, options["components"], options["steps"]),
-        fapl=_common.file_access_plist(config, apply, comm, hints),
-        dxpl=_common.dataset_transfer_plist(apply),
-        dcpl=lambda plan: _common.chunked_create_plist(chunks),
+    chunks = stack.requested_chunks(run.apply, ITEMSIZE, shape)
+    writer = StepFile(
+        path, True, step_plans(run.rank, run.ranks, blocks, block, options["components"], options["steps"]),
+        fapl=stack.file_access_plist(run.config, run.apply, run.comm, run.hints),
+        dxpl=stack.dataset_transfer_plist(run.apply),
+        dcpl=lambda plan: stack.chunked_create_plist(chunks),
         write=True, fsync=options["fsync"],
     )
-    my_files = [path] if comm.rank == 0 else []
-    step_bytes = math.prod(shape) * ITEMSIZE
+    run.own_files([path] if run.rank == 0 else [], [path])
 
-    timings, (effective, effective_hints) = _common.repeat_phase(
-        comm, options["repeats"], options["steps"], writer, step_bytes, remove=my_files)
-    requested = _common.chunk_request(apply, chunks, ITEMSIZE)
-    not_applied |= _common.unconfirmed_settings(config, requested, effective, hints, effective_hints)
-    verified, failure = _common.verify_written(comm, "vorpal", writer, options["verify"])
-    _common.release_files(comm, my_files, options["keep"])
-
-    _common.finish(comm, _common.io_result_record(
-        "vorpal", comm.size, (step_bytes * options["steps"], timings), None,
-        blocks=list(blocks), block=list(block), effective=effective, requested_hints=hints, hints=effective_hints,
-        not_applied=not_applied, fs_type=fs_type, files=[str(path)], kept=options["keep"], verified=verified,
-        config=config.to_dict(),
-    ), verified, failure)
+    run.time_writes(writer, options["steps"], math.prod(shape) * ITEMSIZE, label=None)
+    run.confirm(stack.chunk_request(run.apply, chunks, ITEMSIZE))
+    if options["verify"]:
+        run.verdict(reread(writer, writer.fapl), run.ranks * plan_values(writer.steps), "written")
+    run.finish(blocks=list(blocks), block=list(block))
 
 
 if __name__ == "__main__":
-    _common.run_main(main)
+    run_main(main)

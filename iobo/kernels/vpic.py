@@ -19,7 +19,6 @@ per rank.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,17 +26,17 @@ from typing import Any
 
 import numpy as np
 
+from iobo import stack
 from iobo.config import IOConfig
-from iobo.kernels import KernelSpec, _common
+from iobo.kernels import KernelSpec, files, inputs
+from iobo.kernels.checks import Mismatches, exact_float32
+from iobo.kernels.run import KernelRun, run_main
+from iobo.kernels.timing import Phase
 from iobo.space import Parameter, Space, Workload, io_stack_space
 
 VARIABLES = ("x", "y", "z", "id1", "id2", "px", "py", "pz")
 ITEMSIZE = 4
 """Bytes per value (float32)."""
-VALUE_MODULUS = 2**24
-"""float32 holds every integer below 2**24 exactly."""
-STEP_STRIDE = 1_000_003
-"""How far the values of one step are shifted from the previous step's."""
 
 FILES = Parameter("files", "app", ("shared", "per_process"), "shared", "", "one shared file or a file per rank")
 
@@ -52,8 +51,8 @@ OPTION_HELP = {
 
 def space() -> Space:
     """The I/O-stack parameters plus the app-layer choice of one shared file or a file per rank."""
-    stack = io_stack_space()
-    return Space(stack.parameters + (FILES,), stack.constraints)
+    stack_space = io_stack_space()
+    return Space(stack_space.parameters + (FILES,), stack_space.constraints)
 
 
 def workload(ranks: int, options: Mapping[str, Any]) -> Workload:
@@ -63,10 +62,10 @@ def workload(ranks: int, options: Mapping[str, Any]) -> Workload:
 
 def check_options(options: Mapping[str, Any]) -> None:
     """particles >= 1, steps >= 1, flush_steps a switch, plus the common options' rules; raises ConfigError."""
-    _common.require_int_at_least(options, "particles", 1)
-    _common.require_int_at_least(options, "steps", 1)
-    _common.require_bool(options, "flush_steps")
-    _common.check_common_options(options)
+    inputs.require_int_at_least(options, "particles", 1)
+    inputs.require_int_at_least(options, "steps", 1)
+    inputs.require_bool(options, "flush_steps")
+    inputs.check_common_options(options)
 
 
 SPEC = KernelSpec(
@@ -85,11 +84,12 @@ SPEC = KernelSpec(
 def particle_values(variable: int, step: int, first: int, count: int) -> np.ndarray:
     """Values of ``VARIABLES[variable]`` at ``step`` for global particles [first, first + count).
 
-    float32 integers (index * 8 + variable + step * 1000003) mod 2**24: exact,
-    cheap, and different for neighbouring particles, variables and steps.
+    float32 integers (index * 8 + variable + step * 1000003) mod 2**24 (see
+    :func:`iobo.kernels.checks.exact_float32`): exact, cheap, and different
+    for neighbouring particles, variables and steps.
     """
     index = np.arange(first, first + count, dtype=np.int64)
-    return ((index * len(VARIABLES) + variable + step * STEP_STRIDE) % VALUE_MODULUS).astype(np.float32)
+    return exact_float32(index * len(VARIABLES) + variable, step)
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def file_plan(out: Path, shared: bool, rank: int, ranks: int, particles: int) ->
 
 
 @dataclass(frozen=True)
-class Writer:
+class Writer(Phase):
     """The phases of one timed VPIC-IO repeat, with the configuration's property lists.
 
     particles, steps: this rank's particles and the timesteps; fapl, dcpl,
@@ -150,8 +150,8 @@ class Writer:
     flush_steps: bool = False
     prepared: dict[int, list[np.ndarray]] = field(default_factory=dict, repr=False)
 
-    def create(self):
-        return _common.create_file(self.plan.path, self.fapl)
+    def open(self):
+        return stack.create_file(self.plan.path, self.fapl)
 
     def prepare(self, step: int) -> None:
         """Make this rank's values of ``step`` (the previous step's are dropped)."""
@@ -159,31 +159,26 @@ class Writer:
         self.prepared[step] = [particle_values(v, step, self.plan.first, self.particles)
                                for v in range(len(VARIABLES))]
 
-    def write_step(self, file, step: int) -> None:
+    def do_step(self, file, step: int) -> None:
+        """Write ``step``'s group of datasets, this rank's slice of each."""
         group = file.create_group(f"Timestep_{step}")
         for name, values in zip(VARIABLES, self.prepared[step]):
-            dataset = _common.create_dataset_1d(group, name, self.plan.length, self.dcpl)
-            _common.write_slice_1d(dataset, values, self.plan.offset, self.dxpl)
+            dataset = stack.create_dataset_1d(group, name, self.plan.length, self.dcpl)
+            stack.write_slice_1d(dataset, values, self.plan.offset, self.dxpl)
         if self.flush_steps:
             file.flush()
-            _common.fsync_file(self.plan.path)
-
-    def write_all(self, file) -> None:
-        """Prepare and write every step, untimed (a file for the read kernels)."""
-        for step in range(self.steps):
-            self.prepare(step)
-            self.write_step(file, step)
+            files.fsync_file(self.plan.path)
 
     def probe(self, file) -> tuple[dict[str, Any], dict[str, str]]:
         """(HDF5 settings, MPI-IO hints) in effect, read from the open file."""
         dataset = file[f"Timestep_{self.steps - 1}/{VARIABLES[-1]}"].id
-        hints = _common.effective_hints(file) if self.plan.shared else {}
-        return _common.effective_hdf5(file, dataset, self.dxpl), hints
+        hints = stack.effective_hints(file) if self.plan.shared else {}
+        return stack.effective_hdf5(file, dataset, self.dxpl), hints
 
     def close(self, file) -> None:
         file.close()
         if self.fsync:
-            _common.fsync_file(self.plan.path)
+            files.fsync_file(self.plan.path)
 
 
 def make_writer(comm, plan: FilePlan, config: IOConfig, apply: Mapping[str, Any], hints: Mapping[str, str],
@@ -193,99 +188,55 @@ def make_writer(comm, plan: FilePlan, config: IOConfig, apply: Mapping[str, Any]
         plan=plan,
         particles=particles,
         steps=steps,
-        fapl=_common.file_access_plist(config, apply, comm if plan.shared else None, hints),
-        dcpl=_common.dataset_create_plist(apply, plan.length, ITEMSIZE),
-        dxpl=_common.dataset_transfer_plist(apply),
+        fapl=stack.file_access_plist(config, apply, comm if plan.shared else None, hints),
+        dcpl=stack.dataset_create_plist(apply, plan.length, ITEMSIZE),
+        dxpl=stack.dataset_transfer_plist(apply),
         fsync=fsync,
         flush_steps=flush_steps,
     )
 
 
-def count_mismatches(plan: FilePlan, particles: int, steps: int, comm=None) -> tuple[int, str]:
+def mismatches(plan: FilePlan, particles: int, steps: int, comm=None) -> Mismatches:
     """Reopen ``plan.path`` read-only and compare this rank's slice of every dataset with :func:`particle_values`.
 
-    comm: needed for the shared file (collective open). Returns (number of
-    wrong values, description of the first one or "").
+    comm: needed for the shared file (collective open).
     """
     import h5py
 
     driver = {"driver": "mpio", "comm": comm} if plan.shared else {}
-    wrong, first_wrong = 0, ""
+    found = Mismatches()
     with h5py.File(plan.path, "r", **driver) as file:
         for step in range(steps):
             for variable, name in enumerate(VARIABLES):
                 dataset = file[f"Timestep_{step}/{name}"]
                 if dataset.shape != (plan.length,):
-                    wrong += particles
-                    first_wrong = first_wrong or f"{dataset.name} has shape {dataset.shape}, not ({plan.length},)"
+                    found.merge(Mismatches(particles, f"{plan.path.name}:{dataset.name} has shape {dataset.shape}, "
+                                                      f"not ({plan.length},)"))
                     continue
-                read = dataset[plan.offset:plan.offset + particles]
-                expected = particle_values(variable, step, plan.first, particles)
-                bad = np.flatnonzero(read != expected)
-                if bad.size and not first_wrong:
-                    i = bad[0]
-                    first_wrong = (f"{plan.path.name}:{dataset.name}[{plan.offset + i}]: "
-                                   f"expected {expected[i]}, read {read[i]}")
-                wrong += bad.size
-    return wrong, first_wrong
-
-
-def verify(comm, plan: FilePlan, particles: int, steps: int) -> tuple[bool, str]:
-    """Check every value every rank wrote; (all correct, failure message for rank 0 to print)."""
-    wrong, first_wrong = count_mismatches(plan, particles, steps, comm)
-    total_wrong = comm.allreduce(wrong)
-    described = [text for text in comm.allgather(first_wrong) if text]
-    written = comm.size * particles * steps * len(VARIABLES)
-    message = (f"vpic: verify failed: {total_wrong} of {written} values differ from what was written; "
-               f"first: {described[0] if described else '?'}")
-    return total_wrong == 0, message
+                found.compare(f"{plan.path.name}:{dataset.name}[{plan.offset}]+",
+                              particle_values(variable, step, plan.first, particles),
+                              dataset[plan.offset:plan.offset + particles])
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from mpi4py import MPI
-
-    comm = MPI.COMM_WORLD
-    args, config = _common.read_inputs(SPEC, comm, argv, OPTION_HELP)
-    options = args.options
-    particles, steps, shared = options["particles"], options["steps"], config["files"] == "shared"
-
-    _common.prepare_output_dir(comm, args.out)
-    fs_type = _common.filesystem_type(args.out)
-    not_applied = _common.not_applicable(config, fs_type, file_per_process=not shared)
-    apply = _common.applicable(config, not_applied)
-    hints = _common.requested_hints(config, not_applied)
-    plan = file_plan(args.out, shared, comm.rank, comm.size, particles)
-    writer = make_writer(comm, plan, config, apply, hints, particles, steps, options["fsync"],
+    run = KernelRun.start(SPEC, argv, OPTION_HELP)
+    options = run.options
+    particles, steps, shared = options["particles"], options["steps"], run.config["files"] == "shared"
+    run.settle(file_per_process=not shared)
+    plan = file_plan(run.out, shared, run.rank, run.ranks, particles)
+    writer = make_writer(run.comm, plan, run.config, run.apply, run.hints, particles, steps, options["fsync"],
                          options["flush_steps"])
-    my_files = [plan.path] if not shared or comm.rank == 0 else []
-    step_bytes = comm.size * particles * len(VARIABLES) * ITEMSIZE
+    run.own_files([plan.path] if not shared or run.rank == 0 else [], output_files(run.out, shared, run.ranks))
+    step_bytes = run.ranks * particles * len(VARIABLES) * ITEMSIZE
 
-    timings = []
-    for repeat in range(options["repeats"]):
-        _common.remove_files(my_files)  # every repeat creates a new file (striping is set at creation)
-        timing, (effective, effective_hints) = _common.timed_write(
-            comm, steps, writer.create, writer.write_step, writer.probe, writer.close,
-            _common.step_emitter(comm, repeat, step_bytes), prepare=writer.prepare,
-        )
-        timings.append(timing)
-
-    not_applied |= _common.unconfirmed_settings(config, apply, effective, hints, effective_hints)
-    verified, failure = verify(comm, plan, particles, steps) if options["verify"] else (None, "")
-    comm.Barrier()
-    if not options["keep"]:
-        _common.remove_files(my_files)
-
-    _common.emit(comm, _common.result_record(
-        "vpic", comm.size, step_bytes * steps, timings,
-        effective=effective, requested_hints=hints, hints=effective_hints, not_applied=not_applied,
-        fs_type=fs_type, files=[str(path) for path in output_files(args.out, shared, comm.size)],
-        kept=options["keep"], verified=verified, config=config.to_dict(),
-    ))
-    if verified is False:
-        if comm.rank == 0:
-            print(failure, file=sys.stderr, flush=True)
-        sys.exit(1)
+    run.time_writes(writer, steps, step_bytes, label=None)
+    run.confirm(run.apply)
+    if options["verify"]:
+        run.verdict(mismatches(plan, particles, steps, run.comm), run.ranks * particles * steps * len(VARIABLES),
+                    "written")
+    run.finish()
 
 
 if __name__ == "__main__":
-    _common.run_main(main)
+    run_main(main)

@@ -53,7 +53,7 @@ def tuned(tmp_path_factory):
             tuner.run()
             yield storage, study
     finally:
-        kernels._REGISTRY.pop("faulty")
+        kernels.unregister("faulty")
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 from kernel_runs import assert_ok, assert_rejected, module_dir, run_kernel_cli  # noqa: F401  (fixture)
 
-from iobo.kernels import _common, vorpal
+from iobo import stack
+from iobo.kernels import vorpal
+from iobo.kernels.steps import StepFile, reread
 
 MODULE = "iobo.kernels.vorpal"
 RANKS, STEPS = 2, 2
@@ -63,7 +65,7 @@ def test_chunked_collective_write_takes_effect(scratch):
                          config=config)
     assert_ok(run)
     chunks = (21, 32, 8, 3)  # 64 KiB by the row-major rule: whole trailing axes, then 21 of 64 x-planes
-    assert _common.chunk_shape(64 * 1024, 4, (64, 32, 8, 3)) == chunks
+    assert stack.chunk_shape(64 * 1024, 4, (64, 32, 8, 3)) == chunks
     effective = run.result["effective"]
     assert effective["layout"] == "chunked" and effective["chunk_shape"] == list(chunks)
     assert effective["actual_io_mode"] == "chunk_collective"
@@ -79,8 +81,8 @@ def test_reread_counts_a_corrupted_value(default_run, scratch):
     with h5py.File(copy, "r+") as file:
         file["Timestep_1/E"][9, 7, 2, 1] = -1.0  # in rank 1's second block (x 8.., y 6..)
     plans = vorpal.step_plans(1, RANKS, BLOCKS, BLOCK, COMPONENTS, STEPS)
-    step_file = _common.StepFile(copy, False, plans, None, None, write=False)
-    found = _common.reread(step_file, _common.file_access_plist(None, {}))
+    step_file = StepFile(copy, False, plans, None, None, write=False)
+    found = reread(step_file, stack.file_access_plist(None, {}))
     assert found.count == 1
     assert "Timestep_1/E[8, 6, 0, 0]+[1, 1, 2, 1]" in found.first and "read -1.0" in found.first
 

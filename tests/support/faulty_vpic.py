@@ -8,7 +8,8 @@ that one failing configuration becomes a FAIL trial while the study goes on.
 import json
 import sys
 
-from iobo.kernels import _common, vpic
+from iobo.kernels import vpic
+from iobo.kernels.run import run_main
 
 if __name__ == "__main__":
     config_path = sys.argv[sys.argv.index("--config") + 1]
@@ -17,4 +18,4 @@ if __name__ == "__main__":
     if values.get("romio_ds_write") == "disable":
         print("HDF5-DIAG: injected failure: H5Dwrite(): can't write data", file=sys.stderr)
         sys.exit(3)
-    _common.run_main(vpic.main)
+    run_main(vpic.main)
