@@ -17,11 +17,8 @@ Impact-first tuning starts later studies from
 :func:`iobo.importance.impact_order`: the ``gp-ablation`` view first (the
 parameters that had to leave their defaults), ties in the consensus order
 of all views.  Before that view existed, a prior from the GP main effects
-alone, the view that scores best here, was tried (a one-off run over the
-impact benchmark's 20 seeds) and not kept: it reached 90% of the best on
-this problem in 10 evaluations instead of 20.5, but 95% in 28 instead of
-27.5, and on the VPIC table itself in 26 instead of 16 (its last 5% lies in
-``romio_cb_write``, whose main effect is small).
+alone, the view that scores best here, was tried and not kept
+(experiments/results/impact-prior-main-effects.txt).
 """
 
 from __future__ import annotations

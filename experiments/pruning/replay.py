@@ -22,9 +22,9 @@ baseline, what the live pruner would see if every run measured the same; a
 pruned trial costs its wall time minus what it skipped (:func:`skipped_s`).
 The recordings are saved as JSON (``--record``) and can be replayed again
 without re-running the kernels (``--from``).  What a replay cannot show:
-live, each arm has its own lucky runs (Wilcoxon at p < 0.3 never pruned the
-best in the first set, yet live, results/pruning-real-wilcoxon-p03.txt, one
-lucky early run made it prune 94% of a study's trials, and the best in 2 of 3).
+live, each arm has its own lucky runs: Wilcoxon at p < 0.3, safe in the
+replay of the first set (experiments/results/pruning-replay.txt), pruned the
+best live after one lucky early run (experiments/results/pruning-real-wilcoxon-p03.txt).
 
 Printed per variant, over all seeds and over each half of them (a setting
 that holds on one half only is luck): median [min-max] wall time saved, % of
