@@ -1,13 +1,13 @@
 """Check that parameters are inert on a recorded table's workload: paired real runs.
 
-The wide benchmark problems (``experiments/sampler/problems.py``,
-``widen``) are a recorded table plus HDF5 parameters that MEASURED.md found
+The wide benchmark problems (:func:`experiments.harness.problems.widen`)
+are a recorded table plus HDF5 parameters that MEASURED.md found
 "within noise" here (metadata block, sieve buffer, metadata cache size,
 collective metadata).  This script tests that claim on the table's own
-kernel and options instead of taking it on trust::
+kernel and options instead of taking it on trust (from the project root)::
 
-    .venv/bin/python experiments/inert_check.py --pairs 40 --passes 3   # ~3 min, run alone
-    .venv/bin/python experiments/inert_check.py --from experiments/results/vpic-tmpfs-inert-check.csv
+    .venv/bin/python -m experiments.inert_check --pairs 40 --passes 3   # ~3 min, run alone
+    .venv/bin/python -m experiments.inert_check --from experiments/results/vpic-tmpfs-inert-check.csv
 
 Each pair is a random configuration of the table's grid run twice: with the
 extra parameters at their defaults (``base``) and at random values of their
@@ -26,19 +26,16 @@ import argparse
 import csv
 import json
 import random
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from scipy.stats import wilcoxon
 
+from experiments.harness import RESULTS_DIR
+from experiments.harness.recording import SWEEPS, columns, configurations, machine, measure, write_sidecar
 from iobo.space import io_stack_space
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sweep import TABLES, columns, configurations, machine, measure  # noqa: E402
-
-HERE = Path(__file__).parent
 EXTRA = ("meta_block_size", "sieve_buf_size", "mdc_initial_size", "coll_metadata")
 
 
@@ -138,7 +135,7 @@ def analyse(path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--table", choices=sorted(TABLES), default="vpic-tmpfs")
+    parser.add_argument("--table", choices=sorted(SWEEPS), default="vpic-tmpfs")
     parser.add_argument("--pairs", type=int, default=30)
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=2, help="timed runs per job")
@@ -148,15 +145,15 @@ def main() -> None:
     if args.source:
         analyse(args.source)
         return
-    table = TABLES[args.table]
-    path = HERE / "results" / f"{args.table}-inert-check.csv"
+    table = SWEEPS[args.table]
+    path = RESULTS_DIR / f"{args.table}-inert-check.csv"
     started = time.time()
     record(table, pairs(table, args.pairs, args.seed), args.passes, args.repeats, args.seed, path)
     meta = {"table": path.stem, "grid_of": args.table, "extra": list(EXTRA), "kernel": table["kernel"],
             "ranks": table["ranks"], "options": table["options"], "workdir": table["workdir"],
             "pairs": args.pairs, "passes": args.passes, "repeats_per_job": args.repeats, "seed": args.seed,
             "machine": machine(), "wall_seconds": round(time.time() - started, 1)}
-    path.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
+    write_sidecar(path, meta)
     analyse(path)
 
 

@@ -10,81 +10,28 @@ one job cannot make that configuration look better or worse than it is (the
 single-pass tables carry such job-level bias). One CSV row per repeat: the
 parameters, ``repeat``, ``mb_per_s``; a JSON sidecar records the machine,
 the kernel, its options, the grid and the run's wall time. Samplers are then
-benchmarked on the table (``experiments/sampler/``): each evaluation draws a
-recorded repeat at random, and a configuration's true value is its median.
+benchmarked on the table (:mod:`experiments.sampler.bench`): each evaluation
+draws a recorded repeat at random, and a configuration's true value is its
+median.  Run from the project root::
 
-    .venv/bin/python experiments/sweep.py --table vpic-tmpfs   # the recorded tables
-    .venv/bin/python experiments/sweep.py --table ior-tmpfs
-    .venv/bin/python experiments/sweep.py --table vpic-tmpfs --passes 3 --repeats 2 --out vpic-tmpfs-3pass
-    .venv/bin/python experiments/sweep.py --table vpic-tmpfs --limit 5  # a quick look
+    .venv/bin/python -m experiments.sweep --table vpic-tmpfs   # the recorded tables
+    .venv/bin/python -m experiments.sweep --table ior-tmpfs
+    .venv/bin/python -m experiments.sweep --table vpic-tmpfs --passes 3 --repeats 2 --out vpic-tmpfs-3pass
+    .venv/bin/python -m experiments.sweep --table vpic-tmpfs --limit 5  # a quick look
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import itertools
-import json
-import os
-import platform
 import random
 import sys
 import time
 from pathlib import Path
 
+from experiments.harness import TABLES_DIR
+from experiments.harness.recording import SWEEPS, columns, configurations, machine, measure, write_sidecar
 from iobo import kernels
-from iobo.launch import KernelJob, run_kernel
-from iobo.space import KiB, MiB
-
-HERE = Path(__file__).parent
-TABLES = {
-    # 6 parameters, 216 configurations: file layout, chunking, transfer mode, alignment, MPI-IO buffering
-    "vpic-tmpfs": {
-        "kernel": "vpic",
-        "ranks": 2,
-        "workdir": "/dev/shm/iobo-sweep",
-        "options": {"particles": 1 << 20, "steps": 2, "fsync": True},
-        "grid": {
-            "files": ["shared", "per_process"],
-            ("layout", "chunk_size"): [("contiguous", None), ("chunked", 256 * KiB), ("chunked", 4 * MiB)],
-            "transfer_mode": ["independent", "collective"],
-            "alignment_interval": [1, 64 * KiB, 4 * MiB],
-            "cb_buffer_size": [MiB, 16 * MiB],
-            "romio_cb_write": ["automatic", "enable", "disable"],
-        },
-    },
-    # 6 parameters, 216 configurations: IOR-like MPI-IO write+read (TunIO's mixed objective)
-    "ior-tmpfs": {
-        "kernel": "ior",
-        "ranks": 2,
-        "workdir": "/dev/shm/iobo-sweep",
-        "options": {"api": "mpiio", "block_size": 4 * MiB, "transfer_size": 256 * KiB, "segments": 4,
-                    "phases": "write+read", "fsync": True},
-        "grid": {
-            "files": ["shared", "per_process"],
-            "transfer_mode": ["independent", "collective"],
-            "cb_buffer_size": [MiB, 4 * MiB, 16 * MiB],
-            "romio_cb_write": ["automatic", "enable", "disable"],
-            "romio_ds_write": ["automatic", "disable"],
-            "romio_cb_read": ["automatic", "enable", "disable"],
-        },
-    },
-}
-
-
-def configurations(grid: dict) -> list[dict]:
-    """Every assignment of the grid; tuple keys vary together (conditional pairs)."""
-    keys = list(grid)
-    rows = []
-    for combo in itertools.product(*(grid[k] for k in keys)):
-        values = {}
-        for key, value in zip(keys, combo):
-            if isinstance(key, tuple):
-                values.update({k: v for k, v in zip(key, value) if v is not None})
-            else:
-                values[key] = value
-        rows.append(values)
-    return rows
 
 
 def default_of(space, names: list[str]) -> dict:
@@ -93,29 +40,9 @@ def default_of(space, names: list[str]) -> dict:
     return {n: defaults[n] for n in names if n in defaults}
 
 
-def columns(grid: dict) -> list[str]:
-    names = []
-    for key in grid:
-        names.extend(key if isinstance(key, tuple) else [key])
-    return names
-
-
-def measure(table: dict, values: dict, repeats: int) -> list[float]:
-    """One MPI job of ``table``'s kernel on ``values``: its ``repeats`` timed runs, MB/s."""
-    job = KernelJob(kernel=kernels.get(table["kernel"]), values=values, ranks=table["ranks"],
-                    workdir=table["workdir"], options={**table["options"], "repeats": repeats}, timeout_s=600)
-    return run_kernel(job)["result"]["repeats_mb_per_s"]
-
-
-def machine() -> dict:
-    """Where a table was measured, for its sidecar."""
-    return {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "load_avg_at_end": os.getloadavg()}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--table", choices=sorted(TABLES), required=True)
+    parser.add_argument("--table", choices=sorted(SWEEPS), required=True)
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per job (per configuration and pass)")
     parser.add_argument("--passes", type=int, default=1, help="sweeps of the whole grid, each in a new random order")
     parser.add_argument("--out", help="table name to write (default: --table)")
@@ -123,7 +50,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    table = TABLES[args.table]
+    table = SWEEPS[args.table]
     spec = kernels.get(table["kernel"])
     configs = configurations(table["grid"])
     random.Random(args.seed).shuffle(configs)
@@ -135,7 +62,7 @@ def main() -> None:
         order += [(sweep, values) for values in shuffled]
     workdir = Path(table["workdir"])
     workdir.mkdir(parents=True, exist_ok=True)
-    csv_path = HERE / "tables" / f"{args.out or args.table}.csv"
+    csv_path = TABLES_DIR / f"{args.out or args.table}.csv"
     csv_path.parent.mkdir(exist_ok=True)
     names = columns(table["grid"])
     started = time.time()
@@ -164,7 +91,7 @@ def main() -> None:
         "started_unix": started, "wall_seconds": round(time.time() - started, 1),
         "note": "measured on a shared 2-core machine while other jobs ran; noise is part of the table",
     }
-    csv_path.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
+    write_sidecar(csv_path, meta)
     print(f"wrote {csv_path} ({len(configs)} configurations x {args.passes} passes x {args.repeats} repeats; "
           f"{failures} failed jobs)")
 

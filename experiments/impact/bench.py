@@ -2,11 +2,12 @@
 
 Run from the repository root::
 
-    .venv/bin/python experiments/impact/bench.py --seeds 20 --jobs 1
-    .venv/bin/python experiments/impact/bench.py --seeds 3 --problems chunked8   # a quick look
+    .venv/bin/python -m experiments.impact.bench --seeds 20 --jobs 1
+    .venv/bin/python -m experiments.impact.bench --seeds 3 --problems chunked8   # a quick look
 
 Three optimizers per problem and seed, each starting with the system default
-(experiments/sampler/optimizers.py's ask/tell loop, the same measurements):
+(:func:`experiments.harness.optimizers.run_optuna`'s ask/tell loop, the same
+measurements):
 
 - ``iobo-gp``: iobo's GPSampler over the full space;
 - ``impact-first``: ``ImpactFirstSampler(seed=seed)``, ranking from its own
@@ -39,27 +40,27 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "experiments" / "sampler"))
-
 import optuna  # noqa: E402
-import problems  # noqa: E402
-from bench import LEVELS, _map, _median_iqr, _problem, evaluations_to  # noqa: E402  (experiments/sampler/bench.py)
-from optimizers import Run, optimizers, run_optuna  # noqa: E402
 
+from experiments.harness import TABLES_DIR, problems  # noqa: E402
+from experiments.harness.optimizers import Run, optimizers, run_optuna  # noqa: E402
+from experiments.harness.runs import (  # noqa: E402
+    LEVELS,
+    evaluations_to,
+    median_iqr,
+    pool_map,
+    problem_of,
+    quiet_worker,
+)
 from iobo.importance import rank_parameters, save_ranking  # noqa: E402
 from iobo.kernels import vpic  # noqa: E402
 from iobo.samplers import GPSampler, ImpactFirstSampler  # noqa: E402
 from iobo.tuner import impact_first_sampler  # noqa: E402
 
-TABLES = ROOT / "experiments" / "tables"
 VARIANTS = ("iobo-gp", "impact-first", "impact-first+prior")
 PRIOR_SEED = 1000  # the earlier study of seed s runs with seed PRIOR_SEED + s
 SYNTHETIC_BYTES = 128 * 8 * 2**20 * 32  # assumed bytes per run of a synthetic problem (32 GiB)
@@ -69,7 +70,7 @@ def spec_of(name: str) -> str:
     """``table:PATH`` for a recorded table of experiments/tables, ``wide:PATH`` for one named
     ``TABLE+inert`` (the table plus the parameters of problems.INERT), else ``synthetic:NAME``."""
     table, wide, _ = name.partition("+inert")
-    path = TABLES / f"{table}.csv"
+    path = TABLES_DIR / f"{table}.csv"
     return f"{'wide' if wide else 'table'}:{path}" if path.exists() else f"synthetic:{name}"
 
 
@@ -105,11 +106,8 @@ def run_prior(problem: problems.Problem, budget: int, seed: int) -> Run:
 
 def _task(args: tuple[str, str, int, int]) -> tuple[str, str, int, Run]:
     spec, variant, seed, budget = args
-    import torch
-
-    torch.set_num_threads(1)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    problem = _problem(spec)
+    quiet_worker()
+    problem = problem_of(spec)
     if variant == "iobo-gp":
         run = optimizers(budget)["iobo-gp"](problem, seed)
     elif variant == "impact-first":
@@ -138,9 +136,9 @@ def _minutes_text(values: list[float]) -> str:
 
 def report(spec: str, runs: dict[str, list[Run]], budget: int) -> dict[str, float]:
     """Print one problem's table; return variant -> median evaluations to 95%."""
-    problem = _problem(spec)
+    problem = problem_of(spec)
     nbytes, how = bytes_per_run(spec)
-    print(f"\n## {problem.name} ({problem.note}; {problem.encoding.size():,} configurations; "
+    print(f"\n## {problem.name} ({problem.note}; {problem.grid.size():,} configurations; "
           f"best {problem.best:.0f} MB/s, default {problem.truth(problem.default):.0f} MB/s; {how})")
     head = "".join(f"{f'to {int(level * 100)}%':>17}" for level in LEVELS)
     found = [c for c in (20, budget) if c <= budget]
@@ -151,7 +149,7 @@ def report(spec: str, runs: dict[str, list[Run]], budget: int) -> dict[str, floa
         line = f"{name:20}"
         for level in LEVELS:
             counts = [evaluations_to(r.truths, level * problem.best, budget) for r in rs]
-            line += f"{_median_iqr(counts, budget):>17}"
+            line += f"{median_iqr(counts, budget):>17}"
             if level == 0.95:
                 medians[name] = float(np.median(counts))
         for c in found:
@@ -167,7 +165,7 @@ def check_targets(medians: dict[str, dict[str, float]], budget: int) -> None:
           "on spaces of >= 8 parameters (median evaluations)")
     show = lambda v: f">{budget}" if v > budget else f"{v:g}"  # noqa: E731
     for spec, med in medians.items():
-        problem = _problem(spec)
+        problem = problem_of(spec)
         if len(problem.choices) < 8:
             continue
         full = med["iobo-gp"]
@@ -196,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
     start = time.time()
     tasks = [(spec, variant, seed, args.budget) for spec in specs for variant in VARIANTS for seed in range(args.seeds)]
     results = {spec: {variant: [None] * args.seeds for variant in VARIANTS} for spec in specs}
-    for spec, variant, seed, run in _map(tasks, args.jobs, _task):
+    for spec, variant, seed, run in pool_map(_task, tasks, args.jobs):
         results[spec][variant][seed] = run
     medians = {spec: report(spec, results[spec], args.budget) for spec in specs}
     check_targets(medians, args.budget)

@@ -2,11 +2,11 @@
 
 Run from the repository root::
 
-    .venv/bin/python experiments/impact/views.py --seeds 10 --jobs 2
+    .venv/bin/python -m experiments.impact.views --seeds 10 --jobs 2
 
 Each seed tunes the VPIC 3-pass table widened by the 4 HDF5 parameters that
-make no difference there (``problems.widen``; checked by
-experiments/inert_check.py) with iobo's GPSampler for ``--trials``
+make no difference there (:func:`experiments.harness.problems.widen`; checked
+by :mod:`experiments.inert_check`) with iobo's GPSampler for ``--trials``
 evaluations, then ranks the study as ``iobo importance`` does
 (:func:`iobo.importance.rank_parameters`).  Printed per view: the share of
 its importance that went to the inert parameters (median [IQR] over the
@@ -17,11 +17,8 @@ Impact-first tuning starts later studies from
 :func:`iobo.importance.impact_order`: the ``gp-ablation`` view first (the
 parameters that had to leave their defaults), ties in the consensus order
 of all views.  Before that view existed, a prior from the GP main effects
-alone, the view that scores best here, was tried (a one-off run over the
-impact benchmark's 20 seeds) and not kept: it reached 90% of the best on
-this problem in 10 evaluations instead of 20.5, but 95% in 28 instead of
-27.5, and on the VPIC table itself in 26 instead of 16 (its last 5% lies in
-``romio_cb_write``, whose main effect is small).
+alone, the view that scores best here, was tried and not kept
+(experiments/results/impact-prior-main-effects.txt).
 """
 
 from __future__ import annotations
@@ -32,33 +29,23 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import sys  # noqa: E402
 import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "experiments" / "sampler"))
-
 import optuna  # noqa: E402
-import problems  # noqa: E402
-from bench import _map  # noqa: E402  (experiments/sampler/bench.py)
-from optimizers import run_optuna  # noqa: E402
 
+from experiments.harness import TABLES_DIR, problems  # noqa: E402
+from experiments.harness.optimizers import run_optuna  # noqa: E402
+from experiments.harness.runs import pool_map, quiet_worker  # noqa: E402
 from iobo.importance import METHODS, rank_parameters  # noqa: E402
 from iobo.samplers import GPSampler  # noqa: E402
 
-TABLE = ROOT / "experiments" / "tables" / "vpic-tmpfs-3pass.csv"
+TABLE = TABLES_DIR / "vpic-tmpfs-3pass.csv"
 
 
 def _task(args: tuple[int, int]) -> dict[str, dict[str, float]]:
     seed, trials = args
-    import torch
-
-    torch.set_num_threads(1)
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    quiet_worker("ERROR")
     warnings.filterwarnings("ignore")  # PED-ANOVA's few-trials-per-regime warnings
     problem = problems.widen(problems.load_table(TABLE))
     storage = optuna.storages.InMemoryStorage()
@@ -76,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     inert = set(problems.INERT)
     share: dict[str, list[float]] = {m: [] for m in METHODS}
     in_top3: dict[str, list[int]] = {m: [] for m in METHODS}
-    for ranking in _map([(seed, args.trials) for seed in range(args.seeds)], args.jobs, _task):
+    for ranking in pool_map(_task, [(seed, args.trials) for seed in range(args.seeds)], args.jobs):
         for method, view in ranking.items():
             share[method].append(sum(v for n, v in view.items() if n in inert))
             in_top3[method].append(sum(n in inert for n in sorted(view, key=lambda n: -view[n])[:3]))

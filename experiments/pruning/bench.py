@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python experiments/pruning/bench.py --seeds 20 --trials 40
+    .venv/bin/python -m experiments.pruning.bench --seeds 20 --trials 40
 
 The tables hold final values only.  A trial here is a kernel run of 5 steps
 whose per-step bandwidths are the configuration's 5 recorded repeats in a
@@ -10,8 +10,8 @@ random order (emulated steps, not recorded ones); its value is their median.
 Configurations are drawn at random (uniformly from the table, after 3
 default runs, which are never pruned).  Each step is reported to a real
 Optuna study with the pruner (:mod:`iobo.pruning`); a pruned trial stops
-after that step.  Cost model (``experiments/cost.py``): 2 s launch per trial
-plus each run step's bytes / its bandwidth.
+after that step.  Cost model (:mod:`experiments.harness.cost`): 2 s launch
+per trial plus each run step's bytes / its bandwidth.
 
 Printed per table and pruner, over seeds: % of I/O time (the steps) and of
 total time (launch included) saved against running every step, % of trials
@@ -23,15 +23,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import cost  # noqa: E402
-
-from iobo.pruning import PRUNERS, make_pruner  # noqa: E402
+from experiments.harness import cost
+from iobo.pruning import PRUNERS, make_pruner
 
 STEPS = 5
 DEFAULT_RUNS = 3
@@ -43,12 +39,12 @@ def one_run(table: str, pruner: str, seed: int, trials: int) -> dict:
     problem, nbytes = cost.table_problem(table)
     step_bytes = nbytes / STEPS
     rng = np.random.default_rng([seed, 11])
-    rows = problem.encoding.enumerate()
+    configs = problem.grid.configurations()
     study = optuna.create_study(direction="maximize", pruner=make_pruner(pruner))
     io_full = io_run = launches = 0.0
     pruned_truths, truths = [], []
     for n in range(trials):
-        config = problem.default if n < DEFAULT_RUNS else problem.encoding.to_config(rows[rng.integers(len(rows))])
+        config = problem.default if n < DEFAULT_RUNS else configs[rng.integers(len(configs))]
         steps = [problem.measure(config, rng) for _ in range(STEPS)]  # repeats drawn at random: emulated steps
         trial = study.ask()
         launches += cost.LAUNCH_S

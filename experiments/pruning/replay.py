@@ -1,29 +1,30 @@
-"""Benchmark: pruners replayed over recorded, unpruned REAL vpic tuning runs (companion of ``real.py``).
+"""Benchmark: pruners replayed over recorded, unpruned REAL vpic tuning runs (companion of ``pruning.real``).
 
 Run from the repository root (2-5 min per seed here)::
 
-    .venv/bin/python experiments/pruning/replay.py --seeds 8 --trials 20 \
+    .venv/bin/python -m experiments.pruning.replay --seeds 8 --trials 20 \
         --record experiments/results/pruning-runs.json | tee experiments/results/pruning-replay.txt
-    .venv/bin/python experiments/pruning/replay.py --from experiments/results/pruning-runs.json
-    .venv/bin/python experiments/pruning/replay.py --seeds 8 --first-seed 8 --trials 20 \
+    .venv/bin/python -m experiments.pruning.replay --from experiments/results/pruning-runs.json
+    .venv/bin/python -m experiments.pruning.replay --seeds 8 --first-seed 8 --trials 20 \
         --record experiments/results/pruning-runs-8-15.json   # a second set, new configurations
 
-``real.py`` runs each pruner live against an unpruned arm: the honest
+``real`` runs each pruner live against an unpruned arm: the honest
 measure of wall time, but a pruner arm's runs are new, noisy measurements,
 so 3 seeds take 12-35 min and say little about a rare event such as pruning
 the best configuration.  Here every seed is one unpruned study (same setup
-as ``real.py``'s arm ``none``: a seeded ``RandomSampler`` over the vpic
-table's parameters, 3 default runs first, 2 ranks, 8 steps of 128 MiB with
-fsync, on the local disk), recorded step by step; each pruner variant is
+as ``real``'s arm ``none``, :func:`experiments.harness.real_runs.run_arm`: a
+seeded ``RandomSampler`` over the vpic table's parameters, 3 default runs
+first, 2 ranks, 8 steps of 128 MiB with fsync, on the local disk), recorded
+step by step; each pruner variant is
 then replayed over the recording in trial order.  A replayed trial is asked
 after every step, with only the trials it has let complete as its
 baseline, what the live pruner would see if every run measured the same; a
 pruned trial costs its wall time minus what it skipped (:func:`skipped_s`).
 The recordings are saved as JSON (``--record``) and can be replayed again
 without re-running the kernels (``--from``).  What a replay cannot show:
-live, each arm has its own lucky runs (Wilcoxon at p < 0.3 never pruned the
-best in the first set, yet live, results/pruning-real-wilcoxon-p03.txt, one
-lucky early run made it prune 94% of a study's trials, and the best in 2 of 3).
+live, each arm has its own lucky runs: Wilcoxon at p < 0.3, safe in the
+replay of the first set (experiments/results/pruning-replay.txt), pruned the
+best live after one lucky early run (experiments/results/pruning-real-wilcoxon-p03.txt).
 
 Printed per variant, over all seeds and over each half of them (a setting
 that holds on one half only is luck): median [min-max] wall time saved, % of
@@ -44,12 +45,20 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import real  # noqa: E402
-
-from iobo.pruning import MARGIN_FRACTION, MIN_COMPLETED, WILCOXON_P, MarginPruner, make_pruner  # noqa: E402
-from iobo.tuner import ROLE_SEARCH  # noqa: E402
+from experiments.harness.real_runs import (
+    NO_PRUNER,
+    RANKS,
+    SPACE,
+    TARGET_SAVED_PCT,
+    add_run_arguments,
+    run_arm,
+    seeds_of,
+    setup_text,
+    step_bytes,
+    wall_s,
+)
+from iobo.pruning import MARGIN_FRACTION, MIN_COMPLETED, WILCOXON_P, MarginPruner, make_pruner
+from iobo.tuner import ROLE_SEARCH
 
 
 def _optuna_pruner(kind: str, **kwargs) -> Callable[[], object]:
@@ -76,17 +85,17 @@ VARIANTS: dict[str, Callable[[], object]] = {
 
 
 def record(seed: int, args, base: Path) -> list[dict]:
-    """One unpruned study (``real.run_arm``); per trial: role, config, value, wall s, timed s, step MB/s and s."""
-    trials, _ = real.run_arm(real.NO_PRUNER, seed, args, base)
-    step_bytes = real.step_bytes(args.particles)
+    """One unpruned study (:func:`run_arm`); per trial: role, config, value, wall s, timed s, step MB/s and s."""
+    trials, _ = run_arm(NO_PRUNER, seed, args, base)
+    nbytes = step_bytes(args.particles)
     out = []
     for t in trials:
         if t.state.name != "COMPLETE":
             continue
         steps = t.user_attrs["step_mb_per_s"]
         out.append({"number": t.number, "role": t.user_attrs["role"], "config": t.user_attrs["config"],
-                    "value": t.value, "wall_s": real.wall_s(t), "io_s": t.user_attrs["seconds"],
-                    "step_mb_per_s": steps, "step_s": [step_bytes / (v * 1e6) for v in steps],
+                    "value": t.value, "wall_s": wall_s(t), "io_s": t.user_attrs["seconds"],
+                    "step_mb_per_s": steps, "step_s": [nbytes / (v * 1e6) for v in steps],
                     "step_elapsed_s": t.user_attrs.get("step_elapsed_s", [])})
     return out
 
@@ -144,10 +153,10 @@ def summarise(recordings: list[list[dict]]) -> None:
                 survivor.append(100 * max(kept) / best["value"])
         spread = f"{statistics.median(saved):.1f} [{min(saved):.1f}-{max(saved):.1f}]"
         worst = f"{min(survivor):.0f}%" if survivor else "-"
-        met = statistics.median(saved) >= real.TARGET_SAVED_PCT and hits == 0
+        met = statistics.median(saved) >= TARGET_SAVED_PCT and hits == 0
         print(f"{name:28s} {spread:>31s} {statistics.median(share):16.0f} {hits:>16d} of {len(recordings):<4d} "
               f"{worst:>22s}  target {'MET' if met else 'missed'}")
-    print(f"(target: wall time saved >= {real.TARGET_SAVED_PCT:.0f}% on median and the best never pruned)")
+    print(f"(target: wall time saved >= {TARGET_SAVED_PCT:.0f}% on median and the best never pruned)")
 
 
 def main(argv=None) -> int:
@@ -155,7 +164,7 @@ def main(argv=None) -> int:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    real.add_run_arguments(parser, seeds=8)
+    add_run_arguments(parser, seeds=8)
     parser.add_argument("--record", help="save the recordings to this JSON file")
     parser.add_argument("--from", dest="source", help="replay recordings saved by --record instead of running")
     args = parser.parse_args(argv)
@@ -166,14 +175,14 @@ def main(argv=None) -> int:
     else:
         Path(args.workdir).mkdir(parents=True, exist_ok=True)
         base = Path(tempfile.mkdtemp(prefix="replay-", dir=args.workdir))
-        setup = (f"vpic, {real.RANKS} ranks, {real.setup_text(args)}, on {args.workdir}; "
-                 f"RandomSampler over {', '.join(real.SPACE.names)}; {args.trials} "
+        setup = (f"vpic, {RANKS} ranks, {setup_text(args)}, on {args.workdir}; "
+                 f"RandomSampler over {', '.join(SPACE.names)}; {args.trials} "
                  f"unpruned trials per seed incl. 3 default runs; seeds {args.first_seed}-"
                  f"{args.first_seed + args.seeds - 1}")
         print(setup)
         try:
             first = args.first_seed
-            recordings = [record(seed, args, base) for seed in real.seeds_of(args)]
+            recordings = [record(seed, args, base) for seed in seeds_of(args)]
         finally:
             shutil.rmtree(base, ignore_errors=True)
         if args.record:

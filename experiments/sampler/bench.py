@@ -2,10 +2,10 @@
 
 Run from the repository root::
 
-    .venv/bin/python experiments/sampler/bench.py --seeds 20            # synthetic problems
-    .venv/bin/python experiments/sampler/bench.py --tables experiments/tables/*.csv
-    .venv/bin/python experiments/sampler/bench.py --wide-tables experiments/tables/vpic-tmpfs-3pass.csv
-    .venv/bin/python experiments/sampler/bench.py --emulated-table     # exercises the table path
+    .venv/bin/python -m experiments.sampler.bench --seeds 20            # synthetic problems
+    .venv/bin/python -m experiments.sampler.bench --tables experiments/tables/*.csv
+    .venv/bin/python -m experiments.sampler.bench --wide-tables experiments/tables/vpic-tmpfs-3pass.csv
+    .venv/bin/python -m experiments.sampler.bench --emulated-table     # exercises the table path
 
 Printed per problem, for each optimizer over the seeds: median [IQR] of the
 evaluations needed until a configuration within 90/95/99% of the best true
@@ -24,64 +24,37 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core per run: fair to every
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import functools  # noqa: E402
 import json  # noqa: E402
-import multiprocessing  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.harness import problems  # noqa: E402
+from experiments.harness.optimizers import CHECKPOINTS, optimizers  # noqa: E402
+from experiments.harness.runs import (  # noqa: E402
+    LEVELS,
+    evaluations_to,
+    median_iqr,
+    pool_map,
+    problem_of,
+    quiet_worker,
+)
 
-import optuna  # noqa: E402
-import problems  # noqa: E402
-from optimizers import CHECKPOINTS, optimizers  # noqa: E402
-
-LEVELS = (0.90, 0.95, 0.99)
 TIMING_AT = (25, 50, 100)
-
-
-@functools.cache
-def _problem(spec: str) -> problems.Problem:
-    """``synthetic:NAME``, ``table:PATH``, or ``wide:PATH`` (the table plus ``problems.INERT``)."""
-    kind, _, name = spec.partition(":")
-    if kind == "synthetic":
-        return problems.synthetic(name)
-    table = problems.load_table(name)
-    return problems.widen(table) if kind == "wide" else table
 
 
 def _task(args: tuple[str, str, int, int, dict]):
     spec, optimizer, seed, budget, iobo = args
-    import torch
-
-    torch.set_num_threads(1)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return spec, optimizer, seed, optimizers(budget, iobo)[optimizer](_problem(spec), seed)
-
-
-def evaluations_to(truths: list[float], target: float, budget: int) -> int:
-    """1-based count of evaluations until one reaches ``target``; ``budget + 1`` if none did."""
-    for n, value in enumerate(truths, 1):
-        if value >= target:
-            return n
-    return budget + 1
-
-
-def _median_iqr(values: list[float], budget: int) -> str:
-    q1, med, q3 = np.percentile(values, [25, 50, 75])
-    show = lambda v: f">{budget}" if v > budget else f"{v:.0f}" if v == int(v) else f"{v:.1f}"  # noqa: E731
-    return f"{show(med)} [{show(q1)}-{show(q3)}]"
+    quiet_worker()
+    return spec, optimizer, seed, optimizers(budget, iobo)[optimizer](problem_of(spec), seed)
 
 
 def report(spec: str, runs: dict[str, list], budget: int) -> dict[str, list[float]]:
     """Print one problem's table; return optimizer -> median evaluations to each level."""
-    problem = _problem(spec)
-    print(f"\n## {problem.name} ({problem.note}; {problem.encoding.size():,} configurations; "
+    problem = problem_of(spec)
+    print(f"\n## {problem.name} ({problem.note}; {problem.grid.size():,} configurations; "
           f"best {problem.best:.0f} MB/s, default {problem.truth(problem.default):.0f} MB/s)")
     head = "".join(f"{f'to {int(l * 100)}%':>17}" for l in LEVELS)
     head += "".join(f"{f'found@{c}':>10}" for c in CHECKPOINTS if c <= budget)
@@ -93,7 +66,7 @@ def report(spec: str, runs: dict[str, list], budget: int) -> dict[str, list[floa
         for level in LEVELS:
             counts = [evaluations_to(r.truths, level * problem.best, budget) for r in rs]
             medians[name].append(float(np.median(counts)))
-            line += f"{_median_iqr(counts, budget):>17}"
+            line += f"{median_iqr(counts, budget):>17}"
         for c in (c for c in CHECKPOINTS if c <= budget):
             line += f"{np.median([100 * max(r.truths[:c]) / problem.best for r in rs]):>9.1f}%"
         for c in (c for c in CHECKPOINTS if c <= budget):
@@ -105,7 +78,7 @@ def report(spec: str, runs: dict[str, list], budget: int) -> dict[str, list[floa
 def check_targets(all_medians: dict[str, dict[str, list[float]]], budget: int) -> None:
     print("\n## Targets (iobo-gp, median evaluations)")
     for spec, med in all_medians.items():
-        name = _problem(spec).name
+        name = problem_of(spec).name
         iobo = med.get("iobo-gp")
         if iobo is None:
             continue
@@ -126,9 +99,9 @@ def timing(names: list[str], seeds: int, jobs: int, iobo: dict) -> None:
     spec = "synthetic:stack12"
     tasks = [(spec, name, seed, max(TIMING_AT), iobo) for name in names if name != "ga" for seed in range(seeds)]
     runs: dict[str, list] = {}
-    for _, name, _, run in _map(tasks, jobs):
+    for _, name, _, run in pool_map(_task, tasks, jobs):
         runs.setdefault(name, []).append(run)
-    print(f"\n## CPU ms per suggestion, {_problem(spec).name} (12 parameters), "
+    print(f"\n## CPU ms per suggestion, {problem_of(spec).name} (12 parameters), "
           f"median over {seeds} seeds of the mean of trials n-2..n+2")
     print(f"{'optimizer':12}" + "".join(f"{f'@{n}':>10}" for n in TIMING_AT))
     for name, rs in runs.items():
@@ -140,15 +113,6 @@ def timing(names: list[str], seeds: int, jobs: int, iobo: dict) -> None:
     if "iobo-gp" in runs:
         at100 = float(np.median([1000 * np.mean(r.cpu[97:100]) for r in runs["iobo-gp"]]))
         print(f"target <= 100 ms at 100 trials: {at100:.0f} ms ({'met' if at100 <= 100 else 'MISSED'})")
-
-
-def _map(tasks, jobs, task=None):
-    """``task`` (default: this module's ``_task``) over ``tasks``, in ``jobs`` spawned processes when > 1."""
-    task = task or _task
-    if jobs == 1:
-        return map(task, tasks)
-    pool = multiprocessing.get_context("spawn").Pool(jobs)
-    return pool.imap_unordered(task, tasks)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -177,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     start = time.time()
     tasks = [(spec, name, seed, args.budget, args.iobo) for spec in specs for name in names for seed in range(args.seeds)]
     results: dict[str, dict[str, list]] = {spec: {name: [None] * args.seeds for name in names} for spec in specs}
-    for spec, name, seed, run in _map(tasks, args.jobs):
+    for spec, name, seed, run in pool_map(_task, tasks, args.jobs):
         results[spec][name][seed] = run
     medians = {spec: report(spec, results[spec], args.budget) for spec in specs}
     check_targets(medians, args.budget)

@@ -2,12 +2,12 @@
 
 Run from the repository root::
 
-    .venv/bin/python experiments/stopping/bench.py --seeds 20 --budget 40
+    .venv/bin/python -m experiments.stopping.bench --seeds 20 --budget 40
 
 Per seed, iobo's GP sampler tunes a table for ``budget`` evaluations (the
 first 3 are the system default, as the tuner does); each evaluation draws a
-recorded repeat and costs ``experiments/cost.py``'s model (launch + bytes /
-bandwidth).  After every evaluation a GP (:class:`iobo.surrogate.Surrogate`)
+recorded repeat and costs :mod:`experiments.harness.cost`'s model (launch +
+bytes / bandwidth).  After every evaluation a GP (:class:`iobo.surrogate.Surrogate`)
 is fitted to the measurements and its expected improvement (MB/s) recorded.
 The rules then replay the same trajectory and stop where they would have.
 
@@ -34,16 +34,13 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import multiprocessing  # noqa: E402
 import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import cost  # noqa: E402
-
+from experiments.harness import cost  # noqa: E402
+from experiments.harness.optimizers import measurement_rng, suggest  # noqa: E402
+from experiments.harness.runs import pool_map, quiet_worker  # noqa: E402
 from iobo.measure import roti  # noqa: E402
 from iobo.stopping import (  # noqa: E402
     ExpectedGainBelow,
@@ -63,16 +60,12 @@ FIRST_GAIN_AT = 5  # evaluations before the first GP fit (the sampler's start-up
 def trajectory(table: str, seed: int, budget: int) -> dict:
     """One tuning run: per evaluation its config, measured and true MB/s, cost and the GP's expected gain."""
     import optuna
-    import torch
 
     from iobo.samplers import GPSampler
 
-    torch.set_num_threads(1)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    quiet_worker()
     problem, nbytes = cost.table_problem(table)
-    from optimizers import _suggest
-
-    rng = np.random.default_rng([seed, 7])
+    rng = measurement_rng(seed)
     study = optuna.create_study(direction="maximize", sampler=GPSampler(seed=seed))
     for _ in range(DEFAULT_RUNS):
         study.enqueue_trial(problem.default)
@@ -80,7 +73,7 @@ def trajectory(table: str, seed: int, budget: int) -> dict:
     warm = None
     for n in range(1, budget + 1):
         trial = study.ask()
-        config = _suggest(trial, problem)
+        config = suggest(trial, problem)
         value = problem.measure(config, rng)
         study.tell(trial, value)
         configs.append(config)
@@ -155,8 +148,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     tables = args.tables.split(",")
     jobs = [(t, s, args.budget) for t in tables for s in range(args.seeds)]
-    with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
-        runs = pool.map(_task, jobs)
+    runs = list(pool_map(_task, jobs, args.workers))
     rules = {
         f"fixed budget ({args.budget})": FixedBudget(args.budget),
         "no 5% gain in 5 (TunIO heuristic)": NoRecentGain(5, 0.05),

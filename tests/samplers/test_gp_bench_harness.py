@@ -1,16 +1,18 @@
 """The benchmark harness: recorded sweeps (CSV) as problems, and evaluation counting."""
 
+import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "experiments" / "sampler"))
-
-import bench  # noqa: E402
-import problems  # noqa: E402
+from experiments.harness import problems
+from experiments.harness.grid import INACTIVE, Grid, infer_conditions
+from experiments.harness.runs import evaluations_to
+from iobo.errors import ConfigError, SpaceError
 
 FIXTURE = Path(__file__).parent / "data" / "tiny_sweep.csv"
 
@@ -24,7 +26,7 @@ def test_table_loads_types_conditions_and_medians():
         "chunk_size": (1048576, 4194304),
     }
     assert table.conditions == {"chunk_size": ("layout", "chunked")}
-    assert table.encoding.size() == 12
+    assert table.grid.size() == 12
     best = {"striping_factor": 4, "romio_cb_write": "enable", "layout": "contiguous"}
     assert table.truth(best) == pytest.approx(1500.0)  # median of 1350, 1500, 1950
     assert table.best == pytest.approx(1500.0)
@@ -45,19 +47,19 @@ def test_incomplete_sweeps_are_refused(tmp_path):
     lines = FIXTURE.read_text().splitlines()
     partial = tmp_path / "partial.csv"
     partial.write_text("\n".join(lines[:-3]) + "\n")  # drop one configuration's repeats
-    with pytest.raises(ValueError, match="not a full sweep: 1 configurations missing"):
+    with pytest.raises(ConfigError, match="must be a full sweep of its grid; .* has 1 configurations missing"):
         problems.load_table(partial)
 
 
 def test_evaluations_to_target_counts_from_one_and_censors():
-    assert bench.evaluations_to([1.0, 5.0, 9.0], 5.0, budget=3) == 2
-    assert bench.evaluations_to([1.0, 2.0], 5.0, budget=2) == 3
+    assert evaluations_to([1.0, 5.0, 9.0], 5.0, budget=3) == 2
+    assert evaluations_to([1.0, 2.0], 5.0, budget=2) == 3
 
 
 def test_synthetic_optimum_is_known_and_inside_the_space():
     model = problems.synthetic("chunked8")
-    rows = model.encoding.enumerate()
-    values = np.array([model.truth(model.encoding.to_config(r)) for r in rows[::7]])
+    configs = model.grid.configurations()
+    values = np.array([model.truth(c) for c in configs[::7]])
     assert values.max() <= model.best * (1 + 1e-12)
     optimum = {"striping_factor": 16, "cb_nodes": 16, "striping_unit": 4 * 2**20, "cb_buffer_size": 4 * 2**20,
                "transfer_mode": "collective", "romio_cb_write": "enable", "layout": "chunked", "chunk_size": 4 * 2**20}
@@ -68,7 +70,7 @@ def test_widened_table_adds_parameters_that_change_nothing():
     table = problems.load_table(FIXTURE)
     wide = problems.widen(table, ("sieve_buf_size", "coll_metadata"))
     assert list(wide.choices) == [*table.choices, "sieve_buf_size", "coll_metadata"]
-    assert wide.encoding.size() == table.encoding.size() * len(wide.choices["sieve_buf_size"]) * 2
+    assert wide.grid.size() == table.grid.size() * len(wide.choices["sieve_buf_size"]) * 2
     assert wide.default == table.default | {"sieve_buf_size": 65536, "coll_metadata": False}
     assert wide.best == table.best and wide.conditions == table.conditions
     config = {"striping_factor": None, "romio_cb_write": "disable", "layout": "chunked", "chunk_size": 1048576}
@@ -77,3 +79,65 @@ def test_widened_table_adds_parameters_that_change_nothing():
         rng_a, rng_b = np.random.default_rng(3), np.random.default_rng(3)
         draws = [wide.measure(config | extra, rng_a) for _ in range(5)]
         assert draws == [table.measure(config, rng_b) for _ in range(5)]
+
+
+GRID = Grid({"layout": ("contiguous", "chunked"), "chunk_size": (1, 2, 4), "files": ("shared", "per_process")},
+            {"chunk_size": ("layout", "chunked")})
+
+
+def test_grid_lists_every_configuration_once_in_its_fixed_order():
+    assert GRID.configurations() == [
+        {"layout": "contiguous", "files": "shared"},
+        {"layout": "contiguous", "files": "per_process"},
+        {"layout": "chunked", "chunk_size": 1, "files": "shared"},
+        {"layout": "chunked", "chunk_size": 2, "files": "shared"},
+        {"layout": "chunked", "chunk_size": 4, "files": "shared"},
+        {"layout": "chunked", "chunk_size": 1, "files": "per_process"},
+        {"layout": "chunked", "chunk_size": 2, "files": "per_process"},
+        {"layout": "chunked", "chunk_size": 4, "files": "per_process"},
+    ]
+    assert GRID.size() == 8
+    wide = problems.synthetic("stack12").grid  # too large to list; counted from the choices
+    layouts = wide.choices["layout"]
+    others = math.prod(len(v) for n, v in wide.choices.items() if n not in ("layout", "chunk_size"))
+    assert wide.size() == others * (len(layouts) - 1 + len(wide.choices["chunk_size"]))
+
+
+def test_grid_drops_what_a_parent_switches_off_and_round_trips_indices():
+    assert GRID.active({"layout": "contiguous", "chunk_size": 4, "files": "shared"}) == {
+        "layout": "contiguous", "files": "shared"}
+    assert GRID.indices({"layout": "contiguous", "files": "per_process"}) == [0, INACTIVE, 1]
+    assert GRID.from_indices([0, 2, 1]) == {"layout": "contiguous", "files": "per_process"}
+    for config in GRID.configurations():
+        assert GRID.from_indices(GRID.indices(config)) == config
+
+
+def test_grid_keeps_types_apart_and_refuses_foreign_values_and_nested_conditions():
+    flags = Grid({"coll_metadata": (False, True), "cb_nodes": (None, 0, 1)})
+    assert flags.indices({"coll_metadata": True, "cb_nodes": 1}) == [1, 2]
+    assert flags.indices({"coll_metadata": False, "cb_nodes": 0}) == [0, 1]
+    with pytest.raises(SpaceError, match=r"cb_nodes=True is not one of \(None, 0, 1\)"):
+        flags.active({"cb_nodes": True})
+    with pytest.raises(SpaceError, match="parent of a conditional parameter must be an unconditional"):
+        Grid({"a": (1, 2), "b": (1, 2), "c": (1, 2)}, {"b": ("a", 1), "c": ("b", 2)})
+
+
+def test_conditions_are_read_off_which_parameters_a_table_has():
+    configs = [{"layout": "contiguous", "files": "shared"}, {"layout": "chunked", "chunk_size": 1, "files": "shared"},
+               {"layout": "chunked", "chunk_size": 2, "files": "per_process"}, {"layout": "contiguous"}]
+    # chunk_size: present exactly where layout is chunked; files: no single value explains its absence
+    assert infer_conditions(["layout", "chunk_size", "files"], configs) == {"chunk_size": ("layout", "chunked")}
+
+
+def test_benchmarks_run_as_modules_from_the_project_root():
+    """A benchmark run as the README says (``python -m experiments...``), no path set up: it imports the harness."""
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run(
+        [sys.executable, "-m", "experiments.sampler.bench", "--seeds", "2", "--budget", "10", "--problems", "lustre4",
+         "--optimizers", "random", "--timing-seeds", "0"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "## lustre4 (synthetic, 4 params, CV 10%;" in out.stdout
+    assert out.stdout.count("\nrandom ") == 1

@@ -1,8 +1,9 @@
 """Benchmark problems: what an optimizer tunes and what the truth is.
 
 A :class:`Problem` is a finite space (``choices``, ``conditions``, the
-system ``default``), a ground truth per configuration (``truth``, MB/s) and a
-noisy measurement (``measure``).  Two kinds:
+system ``default``; :class:`~experiments.harness.grid.Grid`), a ground truth
+per configuration (``truth``, MB/s) and a noisy measurement (``measure``).
+Three kinds:
 
 - :func:`load_table`: a recorded sweep (CSV: one column per parameter, then
   ``repeat`` and ``mb_per_s``).  A measurement draws one recorded repeat of
@@ -28,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from iobo._gp.encoding import Encoding, infer_conditions
+from experiments.harness.grid import Grid, infer_conditions
+from iobo.errors import ConfigError
 from iobo.space import io_stack_space
 
 Config = Mapping[str, Any]
@@ -52,14 +54,10 @@ class Problem:
     measure: Callable[[Config, np.random.Generator], float]
     best: float
     note: str = ""
-    encoding: Encoding = field(init=False)
+    grid: Grid = field(init=False)
 
     def __post_init__(self) -> None:
-        self.encoding = Encoding(self.choices, self.conditions)
-
-    def active(self, config: Config) -> dict[str, Any]:
-        """``config`` without parameters its parents switch off."""
-        return self.encoding.to_config(self.encoding.to_row(config))
+        self.grid = Grid(self.choices, self.conditions)
 
 
 # -- recorded tables -----------------------------------------------------------------
@@ -94,8 +92,8 @@ def load_table(path: str | Path, default: Config | None = None) -> Problem:
     contiguous layout); ``None`` means the value "unset".  Every
     configuration of the implied space must be present (a full sweep).
     default: the system-default configuration; when omitted, the ``default``
-    of the table's JSON sidecar (written by experiments/sweep.py), else the
-    first row's.
+    of the table's JSON sidecar (written by :mod:`experiments.sweep`), else
+    the first row's.
     """
     path = Path(path)
     sidecar = path.with_suffix(".json")
@@ -105,7 +103,8 @@ def load_table(path: str | Path, default: Config | None = None) -> Problem:
         reader = csv.DictReader(f)
         missing = {"repeat", "mb_per_s"} - set(reader.fieldnames or ())
         if missing:
-            raise ValueError(f"{path}: a table needs columns 'repeat' and 'mb_per_s'; missing {sorted(missing)}")
+            raise ConfigError(f"a table needs columns 'repeat' and 'mb_per_s'; {path} misses {sorted(missing)}; "
+                              "record it with experiments.sweep")
         names = [n for n in reader.fieldnames if n not in ("repeat", "mb_per_s")]
         runs: dict[tuple, list[float]] = {}
         configs: dict[tuple, dict[str, Any]] = {}
@@ -116,19 +115,20 @@ def load_table(path: str | Path, default: Config | None = None) -> Problem:
             runs.setdefault(key, []).append(float(line["mb_per_s"]))
     choices = {n: _order([c[n] for c in configs.values() if n in c]) for n in names}
     conditions = infer_conditions(names, list(configs.values()))
-    encoding = Encoding(choices, conditions)
+    grid = Grid(choices, conditions)
     key_of = lambda config: tuple(sorted((n, repr(v)) for n, v in config.items()))  # noqa: E731
-    absent = [encoding.to_config(r) for r in encoding.enumerate() if key_of(encoding.to_config(r)) not in runs]
+    absent = [c for c in grid.configurations() if key_of(c) not in runs]
     if absent:
-        raise ValueError(f"{path}: not a full sweep: {len(absent)} configurations missing, e.g. {absent[0]}")
+        raise ConfigError(f"a table must be a full sweep of its grid; {path} has {len(absent)} configurations "
+                          f"missing, e.g. {absent[0]}; record them (experiments.sweep)")
     medians = {k: float(np.median(v)) for k, v in runs.items()}
     repeats = {k: np.asarray(v) for k, v in runs.items()}
 
     def truth(config: Config) -> float:
-        return medians[key_of(encoding.to_config(encoding.to_row(config)))]
+        return medians[key_of(grid.active(config))]
 
     def measure(config: Config, rng: np.random.Generator) -> float:
-        recorded = repeats[key_of(encoding.to_config(encoding.to_row(config)))]
+        recorded = repeats[key_of(grid.active(config))]
         return float(recorded[rng.integers(len(recorded))])
 
     first = next(iter(configs.values()))
@@ -140,7 +140,7 @@ def load_table(path: str | Path, default: Config | None = None) -> Problem:
 
 
 # HDF5 parameters found within noise on this machine's tmpfs (MEASURED.md), and checked again on
-# the vpic table's own workload by experiments/inert_check.py (experiments/results/inert-check.txt)
+# the vpic table's own workload by experiments.inert_check (experiments/results/inert-check.txt)
 INERT = ("meta_block_size", "sieve_buf_size", "mdc_initial_size", "coll_metadata")
 
 
@@ -264,8 +264,8 @@ def _groups(terms):
 def _group_max(group, choices, conditions) -> float:
     """Largest product of a group's terms, by enumerating its parameters."""
     names = [n for n in choices if n in group[0]]
-    sub = Encoding({n: choices[n] for n in names}, {k: v for k, v in conditions.items() if k in names})
-    return max(math.prod(fn(sub.to_config(r)) for fn in group[1]) for r in sub.enumerate())
+    sub = Grid({n: choices[n] for n in names}, {k: v for k, v in conditions.items() if k in names})
+    return max(math.prod(fn(config) for fn in group[1]) for config in sub.configurations())
 
 
 LUSTRE = ["striping_factor", "striping_unit", "cb_nodes", "cb_buffer_size"]

@@ -2,7 +2,7 @@
 
 Shared by the stopping, impact and pruning benchmarks.  A measurement draws
 one recorded repeat of the configuration at random; its true value is the
-median of its repeats (:func:`problems.load_table`).
+median of its repeats (:func:`experiments.harness.problems.load_table`).
 
 Cost model of one evaluation (seconds): ``LAUNCH_S + bytes moved / measured
 bandwidth``: ~2 s of ``mpiexec`` start-up and imports measured here
@@ -14,14 +14,8 @@ IOR: 2 ranks x 4 segments x 4 MiB written, then read).
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "sampler"))
-sys.path.insert(0, str(HERE.parent))
-
-import problems  # noqa: E402
+from experiments.harness import TABLES_DIR, problems
 
 MiB = 2**20
 LAUNCH_S = 2.0
@@ -39,9 +33,9 @@ TABLES = {
 def table_problem(name: str) -> tuple[problems.Problem, int]:
     """(problem with the system default, bytes moved per evaluation) of a recorded table
     (``vpic-tmpfs``, or a re-recording of its grid such as ``vpic-tmpfs-3pass``)."""
-    meta = json.loads((HERE / "tables" / f"{name}.json").read_text())
+    meta = json.loads((TABLES_DIR / f"{name}.json").read_text())
     default, nbytes = TABLES[meta.get("grid_of", name)]
-    return problems.load_table(HERE / "tables" / f"{name}.csv", default=default), nbytes
+    return problems.load_table(TABLES_DIR / f"{name}.csv", default=default), nbytes
 
 
 def cost_minutes(nbytes: int, mb_per_s: float) -> float:

@@ -1,4 +1,4 @@
-"""The optimizers compared, each run on a :class:`~problems.Problem` for a budget.
+"""The optimizers compared, each run on a :class:`~experiments.harness.problems.Problem` for a budget.
 
 Every run starts with the system default configuration (the tuner's
 baseline), then lets the optimizer choose.  Optuna samplers share one
@@ -19,8 +19,7 @@ from typing import Any
 import numpy as np
 import optuna
 
-from problems import Problem
-
+from experiments.harness.problems import Problem
 from iobo.samplers import GPSampler
 
 CHECKPOINTS = (10, 20, 50)
@@ -37,7 +36,12 @@ class Run:
     cpu: list[float] = field(default_factory=list)
 
 
-def _suggest(trial: optuna.Trial, problem: Problem) -> dict[str, Any]:
+def measurement_rng(seed: int) -> np.random.Generator:
+    """The generator a run of ``seed`` draws its measurements from (which recorded repeat, how much noise)."""
+    return np.random.default_rng([seed, 7])
+
+
+def suggest(trial: optuna.Trial, problem: Problem) -> dict[str, Any]:
     """Ask for every active parameter (parents before the parameters they switch on)."""
     config: dict[str, Any] = {}
     ordered = sorted(problem.choices, key=lambda n: n in problem.conditions)
@@ -55,14 +59,14 @@ def run_optuna(problem: Problem, sampler: optuna.samplers.BaseSampler, budget: i
                study_name: str | None = None) -> Run:
     """Ask/tell loop; ``recommend(study)`` gives the pick (default: best measured run);
     storage, study_name: where the study is kept (default: a new in-memory study)."""
-    rng = np.random.default_rng([seed, 7])
+    rng = measurement_rng(seed)
     study = optuna.create_study(direction="maximize", sampler=sampler, storage=storage, study_name=study_name)
     study.enqueue_trial(problem.default)
     run = Run()
     for n in range(1, budget + 1):
         start = time.process_time()
         trial = study.ask()
-        config = _suggest(trial, problem)
+        config = suggest(trial, problem)
         run.cpu.append(time.process_time() - start)
         study.tell(trial, problem.measure(config, rng))
         run.truths.append(problem.truth(config))
@@ -80,16 +84,16 @@ def run_ga(problem: Problem, budget: int, seed: int) -> Run:
     theirs (not re-measured), as in H5Evolve."""
     from deap import base, tools
 
-    rng = np.random.default_rng([seed, 7])
+    rng = measurement_rng(seed)
     random.seed(seed)  # DEAP's operators draw from the random module
     py_random = random
-    enc = problem.encoding
-    sizes = [len(p.choices) for p in enc.params]
+    grid = problem.grid
+    sizes = [len(grid.choices[n]) for n in grid.names]
     run = Run()
     best: list[tuple[float, dict]] = []
 
     def evaluate(genes: list[int]) -> float:
-        config = enc.to_config(enc.deactivate(np.array([genes], dtype=np.int64))[0])
+        config = grid.from_indices(genes)
         value = problem.measure(config, rng)
         run.truths.append(problem.truth(config))
         best.append((value, config))
@@ -105,7 +109,7 @@ def run_ga(problem: Problem, budget: int, seed: int) -> Run:
             super().__init__(genes)
             self.fitness = Fitness()
 
-    default = enc.to_row(problem.default)
+    default = grid.indices(problem.default)
     first = [int(g) if g >= 0 else py_random.randrange(m) for g, m in zip(default, sizes)]
     population = [Individual(first)] + [Individual([py_random.randrange(m) for m in sizes]) for _ in range(14)]
 

@@ -1,0 +1,93 @@
+"""Real MPI runs of a recorded table's grid: what :mod:`experiments.sweep` and :mod:`experiments.inert_check` share.
+
+:data:`SWEEPS` describes each table's runs (kernel, ranks, where it writes,
+kernel options, the grid of parameters); :func:`measure` launches one
+configuration as one MPI job and returns its timed repeats (MB/s).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import platform
+from pathlib import Path
+
+from iobo import kernels
+from iobo.launch import KernelJob, run_kernel
+from iobo.space import KiB, MiB
+
+SWEEPS = {
+    # 6 parameters, 216 configurations: file layout, chunking, transfer mode, alignment, MPI-IO buffering
+    "vpic-tmpfs": {
+        "kernel": "vpic",
+        "ranks": 2,
+        "workdir": "/dev/shm/iobo-sweep",
+        "options": {"particles": 1 << 20, "steps": 2, "fsync": True},
+        "grid": {
+            "files": ["shared", "per_process"],
+            ("layout", "chunk_size"): [("contiguous", None), ("chunked", 256 * KiB), ("chunked", 4 * MiB)],
+            "transfer_mode": ["independent", "collective"],
+            "alignment_interval": [1, 64 * KiB, 4 * MiB],
+            "cb_buffer_size": [MiB, 16 * MiB],
+            "romio_cb_write": ["automatic", "enable", "disable"],
+        },
+    },
+    # 6 parameters, 216 configurations: IOR-like MPI-IO write+read (TunIO's mixed objective)
+    "ior-tmpfs": {
+        "kernel": "ior",
+        "ranks": 2,
+        "workdir": "/dev/shm/iobo-sweep",
+        "options": {"api": "mpiio", "block_size": 4 * MiB, "transfer_size": 256 * KiB, "segments": 4,
+                    "phases": "write+read", "fsync": True},
+        "grid": {
+            "files": ["shared", "per_process"],
+            "transfer_mode": ["independent", "collective"],
+            "cb_buffer_size": [MiB, 4 * MiB, 16 * MiB],
+            "romio_cb_write": ["automatic", "enable", "disable"],
+            "romio_ds_write": ["automatic", "disable"],
+            "romio_cb_read": ["automatic", "enable", "disable"],
+        },
+    },
+}
+
+
+def configurations(grid: dict) -> list[dict]:
+    """Every assignment of the grid; tuple keys vary together (conditional pairs)."""
+    keys = list(grid)
+    rows = []
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        values = {}
+        for key, value in zip(keys, combo):
+            if isinstance(key, tuple):
+                values.update({k: v for k, v in zip(key, value) if v is not None})
+            else:
+                values[key] = value
+        rows.append(values)
+    return rows
+
+
+def columns(grid: dict) -> list[str]:
+    """The grid's parameter names, tuple keys flattened: the table's columns before ``repeat`` and ``mb_per_s``."""
+    names = []
+    for key in grid:
+        names.extend(key if isinstance(key, tuple) else [key])
+    return names
+
+
+def measure(table: dict, values: dict, repeats: int) -> list[float]:
+    """One MPI job of ``table``'s kernel on ``values``: its ``repeats`` timed runs, MB/s."""
+    job = KernelJob(kernel=kernels.get(table["kernel"]), values=values, ranks=table["ranks"],
+                    workdir=table["workdir"], options={**table["options"], "repeats": repeats}, timeout_s=600)
+    return run_kernel(job)["result"]["repeats_mb_per_s"]
+
+
+def machine() -> dict:
+    """Where a table was measured, for its sidecar."""
+    return {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
+            "load_avg_at_end": os.getloadavg()}
+
+
+def write_sidecar(csv_path: Path, meta: dict) -> None:
+    """``meta`` as the JSON sidecar of a recorded CSV (same name, ``.json``)."""
+    csv_path.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")

@@ -1,0 +1,1 @@
+"""Pruning benchmarks: emulated steps (``bench``), live real runs (``real``), replayed recordings (``replay``)."""
