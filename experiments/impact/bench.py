@@ -15,7 +15,7 @@ measurements):
 - ``impact-first+prior``: an earlier full-space iobo-gp study of the same
   problem (another seed, same budget) is ranked (``iobo importance``:
   PED-ANOVA, fANOVA, GP views) and saved in the storage, and the new study
-  takes its prior ranking from there (``iobo.tuner.impact_first_sampler``,
+  takes its prior ranking from there (``iobo.samplers.registry.make_sampler("impact-first", ...)``,
   what ``iobo tune --sampler impact-first`` does): no screening.
 
 Printed per problem, over the seeds: median [IQR] of the evaluations until a
@@ -59,7 +59,7 @@ from experiments.harness.runs import (  # noqa: E402
 from iobo.importance import rank_parameters, save_ranking  # noqa: E402
 from iobo.kernels import vpic  # noqa: E402
 from iobo.samplers import GPSampler, ImpactFirstSampler  # noqa: E402
-from iobo.tuner import impact_first_sampler  # noqa: E402
+from iobo.samplers.registry import make_sampler  # noqa: E402
 
 VARIANTS = ("iobo-gp", "impact-first", "impact-first+prior")
 PRIOR_SEED = 1000  # the earlier study of seed s runs with seed PRIOR_SEED + s
@@ -100,7 +100,7 @@ def run_prior(problem: problems.Problem, budget: int, seed: int) -> Run:
     earlier = optuna.load_study(study_name="earlier", storage=storage)
     earlier.set_user_attr("kernel", problem.name)
     save_ranking(earlier, rank_parameters(earlier, seed))
-    sampler = impact_first_sampler(storage, problem.name, study="this", seed=seed)
+    sampler = make_sampler("impact-first", seed, storage=storage, kernel=problem.name, study="this")
     return run_optuna(problem, sampler, budget, seed, storage=storage, study_name="this")
 
 

@@ -53,7 +53,7 @@ from experiments.harness.real_runs import (
     wall_s,
 )
 from iobo.pruning import PRUNERS
-from iobo.tuner import ROLE_SEARCH
+from iobo.trials import ROLE_SEARCH
 
 
 def io_s(trial, particles: int) -> float:

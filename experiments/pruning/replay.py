@@ -58,7 +58,7 @@ from experiments.harness.real_runs import (
     wall_s,
 )
 from iobo.pruning import MARGIN_FRACTION, MIN_COMPLETED, WILCOXON_P, MarginPruner, make_pruner
-from iobo.tuner import ROLE_SEARCH
+from iobo.trials import ROLE_SEARCH
 
 
 def _optuna_pruner(kind: str, **kwargs) -> Callable[[], object]:
