@@ -144,3 +144,25 @@ def raw_write_mb_per_s(directory: str, mib: int = 256) -> float:
     if done.returncode != 0 or not match:
         raise KernelError("dd failed to measure the raw write bandwidth", stderr_tail=done.stderr[-2000:])
     return bandwidth_mb_per_s(int(match.group(1)), float(match.group(2)))
+
+
+def bootstrap_speedup(
+    default_mb_per_s, best_mb_per_s, level: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of median(best) / median(default).
+
+    Both samples are resampled with replacement ``resamples`` times (seeded,
+    so the interval is reproducible); a single best run stays fixed.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    default = np.asarray(default_mb_per_s, dtype=float)
+    best = np.asarray(best_mb_per_s, dtype=float)
+    ratios = (
+        np.median(rng.choice(best, (resamples, best.size)), axis=1)
+        / np.median(rng.choice(default, (resamples, default.size)), axis=1)
+    )
+    tail = (1 - level) / 2
+    low, high = np.quantile(ratios, [tail, 1 - tail])
+    return float(low), float(high)

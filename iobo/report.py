@@ -20,7 +20,7 @@ from typing import Any
 
 from iobo import trials as study_trials
 from iobo.importance import MIN_IMPORTANCE_TRIALS, param_importances
-from iobo.measure import MB, Spread
+from iobo.measure import MB, Spread, bootstrap_speedup
 from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT
 
 
@@ -317,25 +317,3 @@ def _by_layer(space, config) -> dict[str, list[tuple[str, str, str]]]:
         shown = [format_value(c[p.name], p.unit) if p.name in c else "-" for c in (default, config)]
         rows.setdefault(p.layer, []).append((p.name, *shown))
     return rows
-
-
-def bootstrap_speedup(
-    default_mb_per_s, best_mb_per_s, level: float = 0.95, resamples: int = 2000, seed: int = 0
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of median(best) / median(default).
-
-    Both samples are resampled with replacement ``resamples`` times (seeded,
-    so the interval is reproducible); a single best run stays fixed.
-    """
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    default = np.asarray(default_mb_per_s, dtype=float)
-    best = np.asarray(best_mb_per_s, dtype=float)
-    ratios = (
-        np.median(rng.choice(best, (resamples, best.size)), axis=1)
-        / np.median(rng.choice(default, (resamples, default.size)), axis=1)
-    )
-    tail = (1 - level) / 2
-    low, high = np.quantile(ratios, [tail, 1 - tail])
-    return float(low), float(high)

@@ -357,19 +357,23 @@ class Space:
             out = work
         return out, notes
 
-    def suggest(self, trial, workload: Workload) -> tuple[dict[str, Any], list[str]]:
+    def suggest(self, trial, workload: Workload, frozen: Iterable[str] = ()) -> tuple[dict[str, Any], list[str]]:
         """Ask an Optuna trial for every active parameter, then repair constraints.
 
         Conditional parameters are only suggested when active, so the study
-        records exactly the parameters that took part.
+        records exactly the parameters that took part. ``frozen`` parameters
+        are not asked for: they keep their defaults (knobs the environment
+        showed to have no effect, e.g. striping off Lustre).
         """
+        frozen = set(frozen)
         values: dict[str, Any] = {}
-        for p in self.parameters:
-            if p.active_if is None:
-                values[p.name] = trial.suggest_categorical(p.name, p.values)
-        for p in self.parameters:
-            if p.active_if is not None and self.is_active(p, values):
-                values[p.name] = trial.suggest_categorical(p.name, p.values)
+        for stage in ("unconditional", "conditional"):
+            for p in self.parameters:
+                if (p.active_if is None) != (stage == "unconditional"):
+                    continue
+                if p.active_if is not None and not self.is_active(p, values):
+                    continue
+                values[p.name] = p.default if p.name in frozen else trial.suggest_categorical(p.name, p.values)
         return self.repair(values, workload)
 
     def describe(self) -> str:

@@ -11,7 +11,9 @@ Roles (user attr ``role``):
 - ``search``: a configuration proposed by the sampler (the role of any
   trial that was not enqueued with another);
 - ``confirm-default`` / ``confirm-best``: interleaved re-measurements made
-  after the search (``Tuner.confirm``).
+  after the search (``Tuner.confirm``);
+- ``minimize``: runs that test which of the best configuration's changes
+  matter (``Tuner.minimize``, :mod:`iobo.minimize`).
 
 Default and search runs are the *tuning* trials: what the budget counts,
 what importance and the GP see, what the RoTI curve is made of.
@@ -25,16 +27,18 @@ import socket
 import time
 import warnings
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from iobo import _compat
 from iobo.errors import ConfigError
-from iobo.measure import roti
+from iobo.measure import Spread, roti
 from iobo.storage import open_storage
 
 METRIC_NAME = "bandwidth (MB/s)"
 ROLE_DEFAULT, ROLE_SEARCH = "default", "search"
 ROLE_CONFIRM_DEFAULT, ROLE_CONFIRM_BEST = "confirm-default", "confirm-best"
+ROLE_MINIMIZE = "minimize"
 TUNING_ROLES = (ROLE_DEFAULT, ROLE_SEARCH)
 IDENTITY_KEYS = ("kernel", "ranks", "kernel_options", "task", "command")
 """Study attrs that say what a study tunes (a kernel at a scale, a decorated task, a command)."""
@@ -67,9 +71,65 @@ def values_of(trials: Iterable, wanted_role: str) -> tuple[float, ...]:
     return tuple(t.value for t in trials if t.state == state("COMPLETE") and t.user_attrs.get("role") == wanted_role)
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """The system default's bandwidth (MB/s) from every run of it in a study.
+
+    start: the default runs before the first search trial; later: those
+    interleaved through the search and the re-measurements
+    (``confirm-default``). The estimate is the median of all of them, so a
+    cold first run or a quiet hour moves it little.
+    """
+
+    start: Spread | None
+    later: Spread | None
+
+    @property
+    def runs(self) -> Spread:
+        return Spread(tuple(self.start.values if self.start else ()) + tuple(self.later.values if self.later else ()))
+
+    @property
+    def median(self) -> float:
+        """The baseline: median of all default runs (MB/s)."""
+        return self.runs.median
+
+    @property
+    def drift(self) -> float | None:
+        """Later median over start median, minus 1 (0.1: the default got 10% faster); None without both."""
+        if not self.start or not self.later:
+            return None
+        return self.later.median / self.start.median - 1
+
+    def describe(self) -> str:
+        text = f"{self.runs.describe()}"
+        if self.drift is not None:
+            text += (f"; start {self.start.median:,.0f} MB/s ({self.start.n} runs), later "
+                     f"{self.later.median:,.0f} MB/s ({self.later.n} runs): drift {100 * self.drift:+.0f}%")
+        return text
+
+
+def baseline(trials) -> Baseline | None:
+    """The :class:`Baseline` of a study's trials, or None before a default run completed."""
+    done = sorted((t for t in trials if t.state == state("COMPLETE")), key=lambda t: t.number)
+    first_search = next((t.number for t in done if role(t) == ROLE_SEARCH), None)
+    start, later = [], []
+    for t in done:
+        if t.user_attrs.get("role") == ROLE_DEFAULT:
+            (start if first_search is None or t.number < first_search else later).append(t.value)
+        elif t.user_attrs.get("role") == ROLE_CONFIRM_DEFAULT:
+            later.append(t.value)
+    if not start and not later:
+        return None
+    return Baseline(Spread(tuple(start)) if start else None, Spread(tuple(later)) if later else None)
+
+
 def best_trial(study):
-    """The completed trial with the highest bandwidth, or None."""
-    complete = study.get_trials(deepcopy=False, states=(state("COMPLETE"),))
+    """The completed default or search trial with the highest bandwidth, or None.
+
+    Re-measurements (confirm, minimize) are left out: a lucky re-run of a
+    configuration must not replace the configuration the search found.
+    """
+    complete = tuning_trials(study)
     return max(complete, key=lambda t: t.value) if complete else None
 
 
@@ -164,16 +224,48 @@ def owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def record_suggestion(trial, space, workload) -> dict[str, Any]:
+FROZEN_ATTR = "frozen"
+"""Study attr: {parameter: reason} of knobs the environment showed to have no effect (never applied)."""
+
+
+def never_applied(trials, default: Mapping[str, Any], at_least: int = 2) -> dict[str, str]:
+    """Parameters that were changed from ``default`` in at least ``at_least`` finished trials and reported
+    ``not_applied`` in every one of them: ``{name: the last reason}``.
+
+    Such a knob has no effect in this environment (striping off Lustre): the
+    tuner freezes it at its default, importance leaves it out, export drops it.
+    A knob that took effect in any trial (cb_nodes with a shared file, say,
+    though not with a file per process) is never in here.
+    """
+    skipped: dict[str, int] = {}
+    applied: set[str] = set()
+    reasons: dict[str, str] = {}
+    for t in trials:
+        if t.state != state("COMPLETE") or "config" not in t.user_attrs:
+            continue
+        not_applied = t.user_attrs.get("not_applied", {})
+        for name, value in t.user_attrs["config"].items():
+            if name not in default or value == default[name]:
+                continue
+            if name in not_applied:
+                skipped[name] = skipped.get(name, 0) + 1
+                reasons[name] = not_applied[name]
+            else:
+                applied.add(name)
+    return {n: reasons[n] for n, count in skipped.items() if count >= at_least and n not in applied}
+
+
+def record_suggestion(trial, space, workload, frozen: Iterable[str] = ()) -> dict[str, Any]:
     """Ask ``trial`` for an assignment of ``space`` (constraints repaired) and record it on the trial.
 
     Attrs: owner (host:pid, first, so a resumed study can tell whose trial it
     is), role (``search`` unless enqueued with one), config, repaired (what
-    the constraints changed, if anything), started_unix.
+    the constraints changed, if anything), started_unix. ``frozen`` knobs
+    keep their defaults (see :func:`never_applied`).
     """
     trial.set_user_attr("owner", owner())
     trial_role = role(trial)
-    values, repaired = space.suggest(trial, workload)
+    values, repaired = space.suggest(trial, workload, frozen)
     trial.set_user_attr("role", trial_role)
     trial.set_user_attr("config", values)
     if repaired:

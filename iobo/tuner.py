@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from iobo import _compat, kernels, trials
-from iobo.errors import ConfigError, KernelError, KernelPruned
+from iobo.errors import ConfigError, JobEnded, KernelError, KernelPruned
 from iobo.config import IOConfig
 from iobo.launch import KernelJob, MPILauncher, MpiexecLauncher
 from iobo.runners import Runner
 from iobo.space import Space
 from iobo.storage import DEFAULT_STORAGE
-from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_SEARCH, state
+from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH, state
 
 STUDY_KEYS = ("kernel", "ranks", "kernel_options")
 """Study attrs naming what a study tunes; a resumed study must match them."""
@@ -73,7 +73,11 @@ class Tuner:
     ``"wilcoxon"`` to stop trials whose steps are slower than the others'
     (:mod:`iobo.pruning`; needs a storage URL the workers reach); stop_rule:
     an :class:`iobo.stopping.StopRule` that may end the study before
-    ``trials`` (e.g. ``MarginalRoTI()``).
+    ``trials`` (e.g. ``MarginalRoTI()``); warmup: run the system default once,
+    unrecorded, before anything is measured (the first runs after start-up
+    are cold: page cache, MPI start-up); default_every: queue one more
+    default run after every this many search trials (0: never), so the
+    baseline is measured through the study and its drift is known.
     """
 
     kernel: str = "vpic"
@@ -96,6 +100,8 @@ class Tuner:
     callbacks: Sequence[TunerCallback] = ()
     pruner: str | None = None
     stop_rule: Any = None
+    warmup: bool = True
+    default_every: int = 10
 
     def __post_init__(self) -> None:
         checks = [
@@ -106,6 +112,8 @@ class Tuner:
             (isinstance(self.default_repeats, int) and self.default_repeats >= 3,
              f"default_repeats must be >= 3 (the baseline needs a spread); got {self.default_repeats!r}"),
             (self.timeout_s > 0, f"timeout_s must be positive seconds; got {self.timeout_s!r}"),
+            (isinstance(self.default_every, int) and self.default_every >= 0,
+             f"default_every must be an integer >= 0 (0: no interleaved default runs); got {self.default_every!r}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -133,6 +141,7 @@ class Tuner:
         IOConfig.from_values(self.space.default(), self.space, self.workload)
         self.launcher.check(self.ranks)
         Path(self.workdir).mkdir(parents=True, exist_ok=True)
+        self._warmed_up = False
 
     # -- public API ------------------------------------------------------------
     def run(self):
@@ -142,31 +151,80 @@ class Tuner:
         self.enqueue_defaults(study)
         finished = trials.count_finished(study)
         self._say(f"study {self.study!r} in {self.storage}: {finished} finished trial(s), target {self.trials}")
-        self._loop(study, asks=max(0, self.trials - finished), stop_rule=self.stop_rule)
+        self._loop(study, asks=max(0, self.trials - finished), stop_rule=self.stop_rule, interleave=True)
         return study
 
-    def confirm(self, repeats: int = 5):
-        """Re-measure default and best ``repeats`` times each, interleaved; returns the study."""
-        if repeats < 1:
-            raise ConfigError(f"repeats must be >= 1; got {repeats!r}")
+    def confirm(self, repeats: int = 5, minimize: bool = True):
+        """Re-measure the default and the recommended configuration ``repeats`` times each, interleaved.
+
+        With ``minimize`` (and no minimal configuration made from the current
+        best trial yet), :meth:`minimize` runs first, so what is confirmed is
+        what ``iobo export`` gives. Returns the study.
+        """
+        from iobo.minimize import MINIMAL_ATTR, recommended
+
+        if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+            raise ConfigError(f"repeats must be a positive integer; got {repeats!r}")
         study = self.open_study()
         best = trials.best_trial(study)
         if best is None:
             raise ConfigError(f"study {self.study!r} has no completed trial to confirm; run `iobo tune` first")
+        minimal = study.user_attrs.get(MINIMAL_ATTR)
+        if minimize and not (minimal and minimal["from_trial"] == best.number):
+            self.minimize()
+        values, source = recommended(study, self.space, self.workload)
         default = self.space.default()
+        runs = []
         for _ in range(repeats):
-            study.enqueue_trial(default, user_attrs={"role": ROLE_CONFIRM_DEFAULT})
-            study.enqueue_trial(dict(best.params), user_attrs={"role": ROLE_CONFIRM_BEST})
-        self._say(f"re-measuring default and best (trial {best.number}) {repeats} times each, interleaved")
-        self._loop(study, asks=2 * repeats)
+            runs += [(default, {"role": ROLE_CONFIRM_DEFAULT}), (values, {"role": ROLE_CONFIRM_BEST})]
+        self._say(f"re-measuring the default and {source}, {repeats} times each, interleaved")
+        self.measure(study, runs)
         return study
 
+    def minimize(self, pairs: int = 3):
+        """Find which of the best trial's changes matter (:func:`iobo.minimize.walk_back`); stores and returns
+        the :class:`iobo.minimize.Minimal` (study attr ``minimal``)."""
+        from iobo.importance import ablation_shares
+        from iobo.minimize import MINIMAL_ATTR, walk_back
+
+        study = self.open_study()
+        best = trials.best_trial(study)
+        if best is None:
+            raise ConfigError(f"study {self.study!r} has no completed trial to minimize; run `iobo tune` first")
+        not_applied = {**best.user_attrs.get("not_applied", {}), **study.user_attrs.get(trials.FROZEN_ATTR, {})}
+        importance = ablation_shares(study)
+        self._say(f"minimizing trial {best.number}'s configuration: which of its changes matter "
+                  f"({pairs} interleaved pairs per test)")
+
+        def measure(runs):
+            return [t.value for t in self.measure(study, [(v, {"role": trials.ROLE_MINIMIZE, **a}) for v, a in runs])]
+
+        minimal = walk_back(self.space, self.workload, trials.config_of(best), best.number, measure,
+                            importance, not_applied, pairs)
+        study.set_user_attr(MINIMAL_ATTR, minimal.to_attr())
+        self._say(minimal.describe())
+        return minimal
+
+    def measure(self, study, runs):
+        """Run ``runs`` ((configuration, trial attrs) pairs, attrs with a ``role``) in this order as trials of
+        ``study``; returns their ``FrozenTrial`` s (value None when a run failed)."""
+        first = len(study.get_trials(deepcopy=False))
+        for values, attrs in runs:
+            study.enqueue_trial(dict(values), user_attrs=dict(attrs))
+        self._loop(study, asks=len(runs))
+        mine = [t for t in study.get_trials(deepcopy=False)[first:]
+                if any(t.user_attrs.get("role") == a.get("role") for _, a in runs)]
+        return mine[:len(runs)]
+
     def best_config(self) -> IOConfig:
-        """The configuration of the study's best completed trial (raises when none completed)."""
+        """The recommended configuration (:func:`iobo.minimize.recommended`: the minimal one when made, else the
+        best trial's without knobs that did not apply); raises when no trial completed."""
         best = trials.best_trial(self.open_study())
         if best is None:
             raise ConfigError(f"study {self.study!r} has no completed trial yet; run Tuner.run() first")
-        return IOConfig(trials.config_of(best), self.space)
+        from iobo.minimize import recommended
+
+        return IOConfig(recommended(self.open_study(), self.space, self.workload)[0], self.space)
 
     def open_study(self):
         """Create or load the study; a loaded one must have been made for the same workload."""
@@ -177,19 +235,31 @@ class Tuner:
                                  made_for, self.space.names)
 
     # -- the loop --------------------------------------------------------------
-    def _loop(self, study, asks: int, stop_rule=None) -> None:
+    def _runner(self) -> Runner:
+        """The runner trials go to: the one given, else Parsl apps (on ``parsl_config`` if no DFK is loaded)."""
+        if self.runner is not None:
+            return self.runner
         from iobo.runners.parsl import ParslRunner
 
+        return ParslRunner(self.parsl_config, self.max_in_flight, str(Path(self.workdir) / "runinfo"))
+
+    def _loop(self, study, asks: int, stop_rule=None, interleave: bool = False) -> None:
+        """Keep up to ``max_in_flight`` trials running until ``asks`` were started and all finished.
+
+        interleave: queue a default run after every ``default_every`` search trials.
+        """
         running: dict[Future, Any] = {}
         self._asked: int | None = None  # number of the trial being started, for the interrupt handler
         self._notify("loop_started", study, asks)
-        with _sigterm_as_interrupt(), ParslRunner(
-            self.parsl_config, self.max_in_flight, str(Path(self.workdir) / "runinfo")
-        ) as runner:
+        with _sigterm_as_interrupt(), self._runner() as runner:
             try:
+                if self.warmup and not self._warmed_up and asks > 0:
+                    self._warm_up(runner)
                 while asks > 0 or running:
                     while asks > 0 and len(running) < self.max_in_flight:
                         asks -= 1
+                        if interleave:
+                            self._queue_interleaved_default(study)
                         trial, job = self._start(study)
                         running[runner.submit(job)] = trial
                     done, _ = wait(list(running), return_when=FIRST_COMPLETED)
@@ -215,6 +285,27 @@ class Tuner:
             finally:
                 self._notify("loop_finished", study)
 
+    def _warm_up(self, runner) -> None:
+        """One unrecorded run of the system default: what a cold start costs is not measured as the default."""
+        self._warmed_up = True
+        try:
+            outcome = runner.submit(self._job(self.space.default(), "warmup")).result()
+        except JobEnded as exc:
+            self._say(f"warm-up run (not recorded) failed: {exc.reason}")
+            return
+        self._say(f"warm-up run (not recorded): {outcome['mb_per_s']:,.0f} MB/s")
+
+    def _queue_interleaved_default(self, study) -> None:
+        """Queue a default run when ``default_every`` search trials came after the last default run."""
+        if not self.default_every:
+            return
+        since = 0
+        for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
+            role = trials.role(t)
+            since = 0 if role == ROLE_DEFAULT else since + (role == ROLE_SEARCH)
+        if since >= self.default_every:
+            study.enqueue_trial(self.space.default(), user_attrs={"role": ROLE_DEFAULT})
+
     def _should_stop(self, study, stop_rule) -> bool:
         from iobo.stopping import study_progress
 
@@ -239,16 +330,18 @@ class Tuner:
         with _interrupts_deferred():  # ask() stores the RUNNING trial before it returns (SQLite may wait on its lock)
             trial = study.ask()
             self._asked = trial.number  # known to the interrupt handler before the owner attr is written
-        values = trials.record_suggestion(trial, self.space, self.workload)
+        frozen = study.user_attrs.get(trials.FROZEN_ATTR, {})
+        values = trials.record_suggestion(trial, self.space, self.workload, frozen)
         # every trial reports its steps (the pruner's median needs the default runs'); only search trials are pruned
         reporter = StepReporter(self.storage, self.study, _compat.trial_id(trial), self.pruner,
                                 prune=trial.user_attrs["role"] == ROLE_SEARCH) if self.pruner else None
-        job = KernelJob(
+        return trial, self._job(values, f"{trial.number}", reporter)
+
+    def _job(self, values, tag: str, on_step=None) -> KernelJob:
+        return KernelJob(
             kernel=kernels.get(self.kernel), values=values, ranks=self.ranks, workdir=self.workdir,
-            options=self.kernel_options, launcher=self.launcher, timeout_s=self.timeout_s,
-            tag=f"{trial.number}", on_step=reporter,
+            options=self.kernel_options, launcher=self.launcher, timeout_s=self.timeout_s, tag=tag, on_step=on_step,
         )
-        return trial, job
 
     def _finish(self, study, trial, future: Future) -> None:
         role = trials.role(trial)
@@ -274,6 +367,7 @@ class Tuner:
         for key, value in trials.outcome_attrs(outcome).items():
             trial.set_user_attr(key, value)
         study.tell(trial, outcome["mb_per_s"])
+        self._freeze_never_applied(study)
         best = trials.best_trial(study)
         changed = IOConfig(trial.user_attrs["config"], self.space).changed()
         self._say(
@@ -281,6 +375,16 @@ class Tuner:
             f"best {best.value:9,.0f} MB/s (trial {best.number})   "
             f"{_short(changed) or 'system default'}"
         )
+
+    def _freeze_never_applied(self, study) -> None:
+        """Record knobs the environment showed to have no effect; later trials keep them at their defaults."""
+        frozen = trials.never_applied(study.get_trials(deepcopy=False), self.space.default())
+        known = study.user_attrs.get(trials.FROZEN_ATTR, {})
+        new = {k: v for k, v in frozen.items() if k not in known}
+        if new:
+            study.set_user_attr(trials.FROZEN_ATTR, {**known, **new})
+            for name, reason in new.items():
+                self._say(f"frozen at its default: {name} ({reason})")
 
     # -- resume ----------------------------------------------------------------
     def _fail_stale(self, study) -> None:
