@@ -53,8 +53,8 @@ def programs(tmp_path_factory):
         "mpiio": ["mpicc.mpich", *warnings, "-o", str(out / "mpiio"), str(SOURCES / "mpiio.c")],
         "posix": ["mpicc.mpich", *warnings, "-o", str(out / "posix"), str(SOURCES / "posix.c")],
     }
-    for name, command in builds.items():
-        build = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    for name, command in builds.items():  # in `out`: h5pcc leaves its object files in the working directory
+        build = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=out)
         assert build.returncode == 0, f"{shlex.join(command)}\n{build.stdout}{build.stderr}"
     return {name: out / name for name in builds}
 
