@@ -954,7 +954,8 @@ static void after_file_open(const char *call, const char *name, hid_t file, hid_
         }
     }
     if (verbose && logs)
-        say("%s %s (%s driver): %s", call, label, mpio ? "MPI-IO" : "non-MPI", line.used ? line.text : "nothing to apply");
+        say("%s %s (%s driver): %s", call, label, mpio ? "MPI-IO" : "non-MPI",
+            line.used ? line.text : "nothing to apply");
 }
 
 hid_t H5Fcreate(const char *name, unsigned flags, hid_t fcpl_id, hid_t fapl_id)
@@ -1352,7 +1353,8 @@ herr_t H5Dwrite(hid_t dset_id, hid_t mem_type_id, hid_t mem_space_id, hid_t file
     if (!real)
         return -1;
     add(&hdf5_calls, 1);
-    struct file_entry entry = {.id = H5I_INVALID_HID, .mpio = false, .logs = false, .transfer_said = false, .record = -1};
+    struct file_entry entry = {.id = H5I_INVALID_HID, .mpio = false, .logs = false, .transfer_said = false,
+                               .record = -1};
     bool tuned = is_set(TRANSFER_MODE) && file_of(dset_id, &entry, true) && entry.mpio;
     bool collective = tuned && choice_is(TRANSFER_MODE, "collective");
 
@@ -1392,7 +1394,8 @@ herr_t H5Dwrite(hid_t dset_id, hid_t mem_type_id, hid_t mem_space_id, hid_t file
                                    mode == DEFAULT_LIST_MODE);
         struct note why = {.used = 0, .text = ""};
         if (!collective)
-            note_add(&why, "the program asked for collective transfer; the shim only turns independent into collective");
+            note_add(&why, "the program asked for collective transfer; the shim only turns independent into "
+                           "collective");
         else if (!set_collective)
             note_add(&why, "the shim could not set collective transfer on the transfer list");
         else if (mode == H5D_MPIO_NO_COLLECTIVE) {

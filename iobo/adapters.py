@@ -192,14 +192,15 @@ def read_report(prefix: str | os.PathLike) -> dict[str, Any]:
     file, the datasets' layouts and the transfer modes HDF5 used;
     ``not_applied`` the requested settings that did not take effect (each
     with ``reason``; ``in_effect`` None for one that never found a call to
-    act on); ``warnings`` what the shim printed at exit.
+    act on); ``warnings`` what the shim printed at exit, and whether ranks
+    are missing.
     """
     paths = report_files(prefix)
     if not paths:
         raise ConfigError(
-            f"no shim report {os.fspath(prefix)}.<rank>.json: run the program with LD_PRELOAD={ADAPTERS_DIR / PRELOAD_NAME} "
-            f"and IOBO_PRELOAD_REPORT={os.path.abspath(os.fspath(prefix))} (preload_env(..., report_prefix=...)) "
-            f"and let it reach MPI_Finalize or exit"
+            f"no shim report {os.fspath(prefix)}.<rank>.json: run the program with "
+            f"LD_PRELOAD={ADAPTERS_DIR / PRELOAD_NAME} and IOBO_PRELOAD_REPORT={os.path.abspath(os.fspath(prefix))} "
+            f"(preload_env(..., report_prefix=...)) and let it reach MPI_Finalize or exit"
         )
     ranks = sorted((_load_rank(path) for path in paths), key=lambda r: r["rank"])
     levels = _merged_levels(ranks)
@@ -212,6 +213,10 @@ def read_report(prefix: str | os.PathLike) -> dict[str, Any]:
     moved = bytes_written + bytes_read
     linked = {r["hdf5_linked"] for r in ranks}
     warnings: list[str] = []
+    expected = max(r["ranks"] for r in ranks)
+    if len(ranks) < expected:
+        warnings.append(f"only {len(ranks)} of {expected} ranks wrote a report (ranks {[r['rank'] for r in ranks]}): "
+                        f"the others ended before MPI_Finalize or exit; the totals cover the ranks listed")
     for rank in ranks:
         warnings += [w for w in rank["warnings"] if w not in warnings]
     return {

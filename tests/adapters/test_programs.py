@@ -252,3 +252,12 @@ def test_read_report_refuses_a_foreign_file(tmp_path):
     (tmp_path / "run.0.json").write_text(json.dumps({"format": "something else"}))
     with pytest.raises(ConfigError, match=r"run\.0\.json is not a shim report of format 'iobo-preload-report'"):
         adapters.read_report(tmp_path / "run")
+
+
+def test_read_report_says_when_ranks_are_missing(library, programs, scratch):
+    run(programs["posix"], scratch / "e", {}, scratch)
+    (scratch / "report.1.json").unlink()  # as if rank 1 had died before MPI_Finalize
+    report = adapters.read_report(scratch / "report")
+    assert report["ranks"] == 1 and report["bytes_written"] == POSIX_BLOCKS * 64 * KiB + 4 * KiB
+    assert report["warnings"] == ["only 1 of 2 ranks wrote a report (ranks [0]): the others ended before "
+                                  "MPI_Finalize or exit; the totals cover the ranks listed"]
