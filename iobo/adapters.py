@@ -2,12 +2,15 @@
 
 ``adapters/libiobo_preload.so`` (built by ``make adapters/libiobo_preload.so``,
 source and rules in ``adapters/``) intercepts ``H5Fcreate``/``H5Fopen``,
-``H5Dcreate2``/``H5Dcreate_anon``, ``H5Dwrite`` and ``MPI_File_open`` and
-applies the ``IOBO_*`` variables of :meth:`IOConfig.env`, as H5Tuner's
-preloaded library does with its XML file::
+``H5Dcreate2``/``H5Dcreate1``/``H5Dcreate_anon``, ``H5Dwrite`` and
+``MPI_File_open`` and applies the ``IOBO_*`` variables of
+:meth:`IOConfig.env`, as H5Tuner's preloaded library does with its XML file.
+It also counts the program's I/O and, with a report prefix, writes what took
+effect; :func:`read_report` merges that over the ranks::
 
-    env = {**os.environ, **preload_env(config, "romio-hints")}
+    env = {**os.environ, **preload_env(config, "romio-hints", report_prefix="/abs/run/io")}
     subprocess.run(["mpiexec.mpich", "-n", "4", "./app"], env=env)
+    report = read_report("/abs/run/io")  # bytes_written, io_seconds, mb_per_s, not_applied, ...
 
 The program must use the libraries the shim was built against (Debian's
 MPICH and parallel HDF5 1.10.8).
@@ -15,12 +18,16 @@ MPICH and parallel HDF5 1.10.8).
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shlex
 from pathlib import Path
+from typing import Any
 
-from iobo.errors import ConfigError
 from iobo.config import IOConfig
+from iobo.errors import ConfigError
+from iobo.measure import bandwidth_mb_per_s
 
 ADAPTERS_DIR = Path(__file__).resolve().parent.parent / "adapters"
 PRELOAD_NAME = "libiobo_preload.so"
@@ -36,7 +43,11 @@ def preload_library() -> Path:
     return path
 
 
-def preload_env(config: IOConfig, hints_path: str | os.PathLike | None = None) -> dict[str, str]:
+def preload_env(
+    config: IOConfig,
+    hints_path: str | os.PathLike | None = None,
+    report_prefix: str | os.PathLike | None = None,
+) -> dict[str, str]:
     """Environment variables that make a program started with them apply ``config``.
 
     ``LD_PRELOAD`` (the shim first, then any ``LD_PRELOAD`` already in this
@@ -44,7 +55,184 @@ def preload_env(config: IOConfig, hints_path: str | os.PathLike | None = None) -
     parameter away from its default, and ``ROMIO_HINTS=hints_path`` when
     ``hints_path`` is given and the configuration has MPI-IO hints (the
     caller writes that file, e.g. with :func:`iobo.hdf5.shell_exports`).
+    With ``report_prefix``, ``IOBO_PRELOAD_REPORT`` (made absolute): each
+    process writes ``<prefix>.<rank>.json`` at exit, read by :func:`read_report`.
     """
     library = str(preload_library())
     chain = [library] + [p for p in os.environ.get("LD_PRELOAD", "").replace(":", " ").split() if p != library]
-    return {"LD_PRELOAD": ":".join(chain), **config.env(os.fspath(hints_path) if hints_path is not None else None)}
+    env = {"LD_PRELOAD": ":".join(chain), **config.env(os.fspath(hints_path) if hints_path is not None else None)}
+    if report_prefix is not None:
+        env["IOBO_PRELOAD_REPORT"] = os.path.abspath(os.fspath(report_prefix))
+    return env
+
+
+# -- the shim's per-run report ---------------------------------------------------
+
+REPORT_FORMAT = "iobo-preload-report"
+REPORT_VERSION = 1
+LEVELS = ("hdf5", "mpiio", "posix")  # the topmost first; each ends in the next
+DIRECTIONS = ("write", "read")
+
+
+def report_files(prefix: str | os.PathLike) -> list[Path]:
+    """The per-rank files ``<prefix>.<rank>.json`` the shim wrote, in rank order."""
+    prefix = Path(prefix)
+    pattern = re.compile(re.escape(prefix.name) + r"\.(\d+)\.json")
+    found = []
+    if prefix.parent.is_dir():
+        for path in prefix.parent.iterdir():
+            match = pattern.fullmatch(path.name)
+            if match:
+                found.append((int(match.group(1)), path))
+    return [path for _, path in sorted(found)]
+
+
+def _load_rank(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"the shim report {path} must be a JSON file the shim wrote; cannot read it: {exc}") from exc
+    if not isinstance(data, dict) or data.get("format") != REPORT_FORMAT or data.get("version") != REPORT_VERSION:
+        raise ConfigError(
+            f"{path} is not a shim report of format {REPORT_FORMAT!r} version {REPORT_VERSION}; got format "
+            f"{data.get('format') if isinstance(data, dict) else None!r}: rebuild the shim "
+            f"({BUILD_COMMAND}) and run the program again"
+        )
+    return data
+
+
+def _seconds(rank: dict[str, Any], level: str) -> float:
+    """Seconds inside the level's reads and writes on one rank."""
+    return sum(rank["levels"][level][d]["seconds"] for d in DIRECTIONS)
+
+
+def _merged_levels(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per level and direction: calls, bytes and histograms summed, seconds as the max over ranks."""
+    merged: dict[str, Any] = {}
+    for level in LEVELS:
+        out: dict[str, Any] = {"files_opened": sum(r["levels"][level]["files_opened"] for r in ranks)}
+        for direction in DIRECTIONS:
+            parts = [r["levels"][level][direction] for r in ranks]
+            histogram: dict[int, int] = {}
+            for part in parts:
+                for lower, count in part["histogram"].items():
+                    histogram[int(lower)] = histogram.get(int(lower), 0) + count
+            entry = {
+                "calls": sum(p["calls"] for p in parts),
+                "bytes": sum(p["bytes"] for p in parts),
+                "max_seconds": max(p["seconds"] for p in parts),
+                "histogram": dict(sorted(histogram.items())),
+            }
+            if level == "mpiio":
+                entry["collective_calls"] = sum(p["collective_calls"] for p in parts)
+                entry["independent_calls"] = sum(p["independent_calls"] for p in parts)
+            out[direction] = entry
+        merged[level] = out
+    return merged
+
+
+def _effective(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """What was in effect: files (first rank that has each), datasets, transfer modes summed."""
+    files: dict[str, dict[str, Any]] = {"mpiio": {}, "hdf5": {}}
+    datasets: dict[str, Any] = {}
+    transfer: dict[str, Any] = {d: {"modes": {}, "no_collective_causes": []} for d in DIRECTIONS}
+    for rank in ranks:
+        for record in rank["files"]:
+            entry = files[record["level"]].setdefault(record["name"], {k: v for k, v in record.items()
+                                                                      if k not in ("level", "name", "opens")})
+            entry["opens"] = entry.get("opens", 0) + record["opens"]
+            seconds = [s for s in (entry["open_seconds"], record["open_seconds"]) if s is not None]
+            entry["open_seconds"] = max(seconds) if seconds else None
+        for dataset in rank["datasets"]:
+            datasets.setdefault(dataset["name"], {k: v for k, v in dataset.items() if k != "name"})
+        for direction in DIRECTIONS:
+            mine, merged = rank["transfer"][direction], transfer[direction]
+            for mode, count in mine["modes"].items():
+                merged["modes"][mode] = merged["modes"].get(mode, 0) + count
+            merged["no_collective_causes"] += [c for c in mine["no_collective_causes"]
+                                               if c not in merged["no_collective_causes"]]
+    return {"files": files, "datasets": datasets, "transfer": transfer}
+
+
+def _not_applied(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Requested settings that did not take effect somewhere, each with a reason.
+
+    Mismatches merge over ranks by (variable, value in effect, reason), their
+    counts summed; a setting is unused (``in_effect`` None) only when it is
+    unused on every rank.
+    """
+    merged: dict[tuple, dict[str, Any]] = {}
+    for rank in ranks:
+        for item in rank["not_applied"]:
+            key = (item["variable"], item["in_effect"], item["reason"])
+            if key in merged:
+                merged[key]["count"] += item["count"]
+            else:
+                merged[key] = dict(item)
+    unused = [{item["variable"] for item in rank["unused"]} for rank in ranks]
+    everywhere = set.intersection(*unused) if unused else set()
+    listed = []
+    for item in ranks[0]["unused"]:
+        if item["variable"] in everywhere:
+            listed.append({**item, "in_effect": None, "where": None, "count": 0})
+    return listed + list(merged.values())
+
+
+def read_report(prefix: str | os.PathLike) -> dict[str, Any]:
+    """The shim's report of one run, merged over the ranks' ``<prefix>.<rank>.json``.
+
+    ``level`` is the topmost level with reads or writes (``hdf5`` when HDF5
+    calls moved data, else ``mpiio``, else ``posix``; None when no I/O was
+    seen); ``bytes_written`` and ``bytes_read`` are summed over ranks at that
+    level; ``io_seconds`` is the max over ranks of the seconds inside that
+    level's reads and writes (the slowest rank, ``slowest_rank``), and
+    ``mb_per_s`` their ratio (MB = 10**6 bytes; None without I/O time).
+    The levels nest, so ``levels`` reports each separately and never adds
+    them up. ``effective`` holds the hints and HDF5 settings read back per
+    file, the datasets' layouts and the transfer modes HDF5 used;
+    ``not_applied`` the requested settings that did not take effect (each
+    with ``reason``; ``in_effect`` None for one that never found a call to
+    act on); ``warnings`` what the shim printed at exit, and whether ranks
+    are missing.
+    """
+    paths = report_files(prefix)
+    if not paths:
+        raise ConfigError(
+            f"no shim report {os.fspath(prefix)}.<rank>.json: run the program with "
+            f"LD_PRELOAD={ADAPTERS_DIR / PRELOAD_NAME} and IOBO_PRELOAD_REPORT={os.path.abspath(os.fspath(prefix))} "
+            f"(preload_env(..., report_prefix=...)) and let it reach MPI_Finalize or exit"
+        )
+    ranks = sorted((_load_rank(path) for path in paths), key=lambda r: r["rank"])
+    levels = _merged_levels(ranks)
+    level = next((name for name in LEVELS if any(levels[name][d]["calls"] for d in DIRECTIONS)), None)
+
+    bytes_written = levels[level]["write"]["bytes"] if level else 0
+    bytes_read = levels[level]["read"]["bytes"] if level else 0
+    slowest = max(ranks, key=lambda r: _seconds(r, level)) if level else None
+    io_seconds = _seconds(slowest, level) if slowest else 0.0
+    moved = bytes_written + bytes_read
+    linked = {r["hdf5_linked"] for r in ranks}
+    warnings: list[str] = []
+    expected = max(r["ranks"] for r in ranks)
+    if len(ranks) < expected:
+        warnings.append(f"only {len(ranks)} of {expected} ranks wrote a report (ranks {[r['rank'] for r in ranks]}): "
+                        f"the others ended before MPI_Finalize or exit; the totals cover the ranks listed")
+    for rank in ranks:
+        warnings += [w for w in rank["warnings"] if w not in warnings]
+    return {
+        "ranks": len(ranks),
+        "level": level,
+        "bytes_written": bytes_written,
+        "bytes_read": bytes_read,
+        "io_seconds": io_seconds,
+        "slowest_rank": slowest["rank"] if slowest else None,
+        "mb_per_s": bandwidth_mb_per_s(moved, io_seconds) if moved and io_seconds > 0 else None,
+        "levels": levels,
+        "per_rank": [{"rank": r["rank"], "levels": r["levels"]} for r in ranks],
+        "hdf5_linked": next((kind for kind in ("dynamic", "static", "none") if kind in linked), "none"),
+        "hdf5_calls": sum(r["hdf5_calls"] for r in ranks),
+        "requested": {item["variable"]: item["value"] for item in ranks[0]["requested"]},
+        "effective": _effective(ranks),
+        "not_applied": _not_applied(ranks),
+        "warnings": warnings,
+    }

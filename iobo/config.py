@@ -18,6 +18,7 @@ Exports, for taking a tuned setting to production:
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -114,10 +115,13 @@ class IOConfig:
         return "".join(f"{k} {v}\n" for k, v in sorted(self.mpi_hints().items()))
 
     def env(self, hints_path: str | None = None) -> dict[str, str]:
-        """Environment variables carrying this configuration to a program."""
+        """Environment variables carrying this configuration to a program.
+
+        ``ROMIO_HINTS`` is made absolute: the program may run in another directory.
+        """
         env = {f"{ENV_PREFIX}{n.upper()}": json.dumps(v) for n, v in sorted(self.changed().items())}
         if hints_path and self.mpi_hints():
-            env["ROMIO_HINTS"] = hints_path
+            env["ROMIO_HINTS"] = os.path.abspath(hints_path)
         return env
 
     def env_text(self, hints_path: str | None = None) -> str:

@@ -136,7 +136,7 @@ def check_data(path):
 
 def test_shim_applies_file_settings_hints_and_collective_transfer(library, program, scratch):
     config = IOConfig.from_values(TUNED)
-    report, stderr, path = run_program(program, scratch, adapters.preload_env(config))
+    report, stderr, path = run_program(program, scratch, adapters.preload_env(config, report_prefix=scratch / "io"))
 
     # HDF5 file access settings, as the open file reports them
     assert report["alignment"] == [64 * KiB, 1 * MiB]
@@ -163,6 +163,15 @@ def test_shim_applies_file_settings_hints_and_collective_transfer(library, progr
             assert f[name].chunks is None  # layout untouched: contiguous is the default
     check_data(path)
     assert "iobo_preload" not in stderr  # quiet unless asked
+
+    # the shim's own report agrees: h5py's H5Dwrite calls moved the 4 MiB the program wrote
+    shim = adapters.read_report(scratch / "io")
+    assert shim["ranks"] == RANKS and shim["level"] == "hdf5" and shim["hdf5_linked"] == "dynamic"
+    assert shim["bytes_written"] == 4 * MiB and shim["bytes_read"] == 0
+    assert shim["effective"]["files"]["mpiio"][str(path)]["hints"] == report["hdf5_file_hints"]
+    writes = 3 + 64 // RANKS  # per rank: d0..d2, and h5py broadcasts `grid[rows] = rank` one row a call
+    assert shim["effective"]["transfer"]["write"]["modes"] == {"contiguous_collective": writes * RANKS}
+    assert shim["not_applied"] == [] and shim["warnings"] == []
 
 
 def test_without_preload_the_same_variables_change_nothing(library, program, scratch):
@@ -236,6 +245,14 @@ def test_preload_env_puts_the_shim_first_and_carries_the_config(library, monkeyp
     assert env["ROMIO_HINTS"] == str(tmp_path / "romio-hints")
     assert {k: v for k, v in env.items() if k.startswith("IOBO_")} == config.env()
     assert "ROMIO_HINTS" not in adapters.preload_env(config)
+
+
+def test_preload_env_paths_are_absolute(library, monkeypatch, tmp_path):
+    """The program may run elsewhere: ROMIO_HINTS and the report prefix are made absolute."""
+    monkeypatch.chdir(tmp_path)
+    env = adapters.preload_env(IOConfig.from_values({"cb_buffer_size": 4 * MiB}), "romio-hints", report_prefix="io")
+    assert env["ROMIO_HINTS"] == str(tmp_path / "romio-hints")
+    assert env["IOBO_PRELOAD_REPORT"] == str(tmp_path / "io")
 
 
 def test_missing_library_names_the_build_command(monkeypatch, tmp_path):

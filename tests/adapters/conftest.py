@@ -1,0 +1,66 @@
+"""Fixtures for the shim's tests on compiled C programs: the shim, and the programs built once a session."""
+
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from iobo import adapters
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = Path(__file__).resolve().parent / "programs"
+HDF5_PC = "hdf5-mpich"
+
+
+@pytest.fixture(scope="session")
+def library():
+    """The shim, built by the Makefile's own rule (a no-op when up to date)."""
+    build = subprocess.run(["make", "-s", "-C", str(ROOT), "adapters/libiobo_preload.so"],
+                           capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stdout + build.stderr
+    assert "warning" not in build.stderr.lower(), build.stderr
+    return adapters.preload_library()
+
+
+def _pkg_config(*args: str) -> list[str]:
+    out = subprocess.run(["pkg-config", *args, HDF5_PC], capture_output=True, text=True, check=True)
+    return shlex.split(out.stdout)
+
+
+def _hdf5_command(source: Path, binary: Path, static: bool, *flags: str) -> list[str]:
+    """Compile and link an HDF5 program: h5pcc.mpich (-shlib for shared HDF5), else mpicc.mpich and pkg-config."""
+    h5pcc = shutil.which("h5pcc.mpich")
+    if h5pcc:
+        return [h5pcc, *([] if static else ["-shlib"]), *flags, "-o", str(binary), str(source)]
+    libs = _pkg_config("--libs")
+    if static:  # libhdf5.a and the libraries it needs (Debian's build)
+        libdir = next(flag[2:] for flag in libs if flag.startswith("-L"))
+        libs = [f"{libdir}/libhdf5.a", *libs, "-lsz", "-lz", "-lcurl", "-lcrypto", "-ldl", "-lm"]
+    return ["mpicc.mpich", *_pkg_config("--cflags"), *flags, "-o", str(binary), str(source), *libs]
+
+
+@pytest.fixture(scope="session")
+def programs(tmp_path_factory):
+    """The test programs, compiled once: {name: path of the executable}."""
+    out = tmp_path_factory.mktemp("programs")
+    warnings = ["-Wall", "-Wextra", "-Werror", f"-I{SOURCES}"]
+    builds = {
+        "hdf5_18": _hdf5_command(SOURCES / "hdf5_18.c", out / "hdf5_18", False, *warnings),
+        "hdf5_18_static": _hdf5_command(SOURCES / "hdf5_18.c", out / "hdf5_18_static", True, *warnings),
+        "hdf5_16": _hdf5_command(SOURCES / "hdf5_16.c", out / "hdf5_16", False, "-DH5_USE_16_API", *warnings),
+        "mpiio": ["mpicc.mpich", *warnings, "-o", str(out / "mpiio"), str(SOURCES / "mpiio.c")],
+        "posix": ["mpicc.mpich", *warnings, "-o", str(out / "posix"), str(SOURCES / "posix.c")],
+    }
+    for name, command in builds.items():  # in `out`: h5pcc leaves its object files in the working directory
+        build = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=out)
+        assert build.returncode == 0, f"{shlex.join(command)}\n{build.stdout}{build.stderr}"
+    return {name: out / name for name in builds}
+
+
+@pytest.fixture(scope="session")
+def hdf5_tools():
+    """h5dump and h5ls (Debian's hdf5-tools): evidence read from the file, independent of the shim."""
+    missing = [tool for tool in ("h5dump", "h5ls") if not shutil.which(tool)]
+    assert not missing, f"{missing} not found: install Debian's hdf5-tools (apt-get install hdf5-tools)"
