@@ -26,10 +26,12 @@ of similar workloads in the same storage can start from them
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 from iobo.errors import ConfigError
-from iobo.trials import default_config, tuning_trials
+from iobo.trials import FROZEN_ATTR, default_config, tuning_trials
 
 # PED-ANOVA ranks parameters by how their values differ in the top 10% of
 # trials; with 20 trials that top holds 2, the fewest it can compare.
@@ -37,8 +39,120 @@ IMPORTANCE_TOP_QUANTILE = 0.1
 MIN_IMPORTANCE_TRIALS = 20
 MIN_GP_TRIALS = 5  # the GP views need a few distinct configurations
 METHODS = ("ped-anova", "fanova", "gp-sensitivity", "gp-lengthscale", "gp-ablation")
+ROBUST_VIEWS = ("gp-ablation", "gp-sensitivity")
+"""The views measured as robust to noise and inert knobs (experiments/results/impact-views.txt): the GP's ablation
+first, its main effects when the ablation has nothing to say (the incumbent is the default)."""
 USER_ATTR = "importance"
 FIGURE_ID = "impact_ranking"
+RESAMPLES = 10  # refits on random 80% subsets of the trials, for the interval of the robust view
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """Torch and BLAS on one thread: on a shared 2-core node more threads made a GP fit 4x slower."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(1):
+            yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@dataclass(frozen=True)
+class Importance:
+    """One robust importance view with its uncertainty.
+
+    view: ``gp-ablation`` or ``gp-sensitivity``; share: parameter -> share of
+    the importance (sums to 1, most important first) from the GP fitted to
+    every tuning trial; low / high: 10th and 90th percentiles of the share
+    over ``resamples`` refits on random 80% subsets of the trials;
+    secondary: PED-ANOVA's shares (None with fewer than
+    ``MIN_IMPORTANCE_TRIALS`` trials), shown as a second opinion; left_out:
+    knobs the environment reported as never applied (not ranked).
+    """
+
+    view: str
+    share: dict[str, float]
+    low: dict[str, float]
+    high: dict[str, float]
+    resamples: int
+    secondary: dict[str, float] | None = None
+    left_out: tuple[str, ...] = ()
+
+    @property
+    def top(self) -> str:
+        return next(iter(self.share))
+
+    def text(self) -> str:
+        lines = [f"{'parameter':24s}{self.view + ' (%)':>18s}{'10-90% of refits':>20s}{'ped-anova (%)':>16s}"]
+        for name, share in self.share.items():
+            secondary = f"{100 * self.secondary.get(name, 0.0):15.1f}" if self.secondary else f"{'-':>15s}"
+            lines.append(f"{name:24s}{100 * share:17.1f} {100 * self.low[name]:9.1f} - {100 * self.high[name]:5.1f}"
+                         f"   {secondary}")
+        if self.left_out:
+            lines.append(f"left out (never applied here): {', '.join(self.left_out)}")
+        return "\n".join(lines)
+
+
+def _gp_view(surrogate, default, left_out) -> tuple[str, dict[str, float]] | None:
+    """The first robust view the surrogate has something to say in, without ``left_out`` knobs, renormalised."""
+    view = ablation_view(surrogate, default)
+    name = "gp-ablation"
+    if view is None:
+        view, name = normalised(surrogate.main_effects(0)), "gp-sensitivity"
+    kept = {k: v for k, v in view.items() if k not in left_out}
+    return (name, normalised(kept)) if kept else None
+
+
+def robust_importance(study, resamples: int = RESAMPLES, seed: int = 0, surrogate=None) -> Importance | None:
+    """The GP ablation view (else its main effects) with 10-90% intervals over refits; None with fewer than
+    ``MIN_GP_TRIALS`` distinct configurations. surrogate: the study's GP if already fitted."""
+    import numpy as np
+
+    from iobo.surrogate import Surrogate
+
+    surrogate = surrogate or fit_surrogate(study)
+    if surrogate is None:
+        return None
+    tuning = tuning_trials(study)
+    left_out = tuple(study.user_attrs.get(FROZEN_ATTR, {}))
+    default = default_config(study.get_trials(deepcopy=False))
+    with _one_thread():
+        found = _gp_view(surrogate, default, left_out)
+        if found is None:
+            return None
+        view, share = found
+        rng = np.random.default_rng(seed)
+        draws = []
+        for _ in range(resamples):
+            subset = [tuning[i] for i in sorted(rng.choice(len(tuning), max(2, int(0.8 * len(tuning))), replace=False))]
+            try:
+                refit = Surrogate.from_trials(subset, warm=surrogate.fit.posterior.theta)
+            except ConfigError:
+                continue
+            again = _gp_view(refit, default, left_out) if view == "gp-ablation" else \
+                (view, normalised({k: v for k, v in refit.main_effects(0).items() if k not in left_out}))
+            if again is not None and again[0] == view:
+                draws.append(again[1])
+    low = {n: float(np.quantile([d.get(n, 0.0) for d in draws], 0.1)) if draws else share[n] for n in share}
+    high = {n: float(np.quantile([d.get(n, 0.0) for d in draws], 0.9)) if draws else share[n] for n in share}
+    secondary = param_importances(study)
+    if secondary is not None:
+        secondary = normalised({k: v for k, v in secondary.items() if k not in left_out})
+    return Importance(view, share, low, high, len(draws), secondary, left_out)
+
+
+def ablation_shares(study) -> dict[str, float] | None:
+    """The GP ablation view of ``study`` alone (no intervals): what :mod:`iobo.minimize` orders its tests by."""
+    surrogate = fit_surrogate(study)
+    if surrogate is None:
+        return None
+    with _one_thread():
+        return ablation_view(surrogate, default_config(study.get_trials(deepcopy=False)))
 
 
 def param_importances(study) -> dict[str, float] | None:
@@ -78,20 +192,37 @@ def normalised(values: Mapping[str, float]) -> dict[str, float]:
     return dict(sorted(((n, v / total) for n, v in values.items()), key=lambda item: -item[1]))
 
 
-def rank_parameters(study, seed: int = 0) -> dict[str, dict[str, float]]:
-    """Every view of ``METHODS`` that the study has enough trials for: method -> {parameter: importance}."""
-    from optuna.importance import FanovaImportanceEvaluator
-
+def fit_surrogate(study):
+    """The GP fitted to the study's tuning trials (on one thread), or None with fewer than ``MIN_GP_TRIALS``
+    distinct configurations; pass it to :func:`rank_parameters` and :func:`robust_importance` to fit once."""
     from iobo.surrogate import Surrogate
 
     tuning = tuning_trials(study)
+    if len({tuple(sorted(map(repr, t.params.items()))) for t in tuning}) < MIN_GP_TRIALS:
+        return None
+    with _one_thread():
+        return Surrogate.from_trials(tuning)
+
+
+def rank_parameters(study, seed: int = 0, methods=METHODS, surrogate=None) -> dict[str, dict[str, float]]:
+    """Every view of ``methods`` that the study has enough trials for: method -> {parameter: importance}.
+
+    surrogate: the study's GP if already fitted (:func:`fit_surrogate`).
+    fANOVA fits a random forest: the slowest view (seconds at 100 trials).
+    """
+    tuning = tuning_trials(study)
     ranking: dict[str, dict[str, float]] = {}
     if len(tuning) >= MIN_IMPORTANCE_TRIALS:
-        ranking["ped-anova"] = param_importances(study)
-        ranking["fanova"] = _optuna_importances(tuning, FanovaImportanceEvaluator(seed=seed))
-    if len({tuple(sorted(map(repr, t.params.items()))) for t in tuning}) >= MIN_GP_TRIALS:
-        surrogate = Surrogate.from_trials(tuning)
-        ranking["gp-sensitivity"] = normalised(surrogate.main_effects(seed))
+        if "ped-anova" in methods:
+            ranking["ped-anova"] = param_importances(study)
+        if "fanova" in methods:
+            from optuna.importance import FanovaImportanceEvaluator
+
+            ranking["fanova"] = _optuna_importances(tuning, FanovaImportanceEvaluator(seed=seed))
+    surrogate = surrogate or fit_surrogate(study)
+    if surrogate is not None and any(m.startswith("gp-") for m in methods):
+        with _one_thread():
+            ranking["gp-sensitivity"] = normalised(surrogate.main_effects(seed))
         ranking["gp-lengthscale"] = normalised(surrogate.inverse_lengthscales())
         ablation = ablation_view(surrogate, default_config(study.get_trials(deepcopy=False)))
         if ablation is not None:
@@ -152,7 +283,8 @@ def save_ranking(study, ranking: Mapping[str, Mapping[str, float]]) -> None:
     from optuna_dashboard import save_plotly_graph_object
 
     study.set_user_attr(USER_ATTR, {m: dict(v) for m, v in ranking.items()})
-    order = consensus(ranking) if ranking else []
+    robust = next((ranking[v] for v in ROBUST_VIEWS if v in ranking), None)
+    order = list(robust) if robust else (consensus(ranking) if ranking else [])
     figure = go.Figure(
         [go.Bar(name=m, x=[100 * ranking[m].get(n, 0.0) for n in order], y=order, orientation="h")
          for m in METHODS if m in ranking],

@@ -166,3 +166,21 @@ def bootstrap_speedup(
     tail = (1 - level) / 2
     low, high = np.quantile(ratios, [tail, 1 - tail])
     return float(low), float(high)
+
+
+def paired_ratio(with_mb_per_s, without_mb_per_s, level: float = 0.95) -> tuple[float, tuple[float, float]]:
+    """Geometric mean of the pairwise ratios with_i / without_i and its t interval (log scale).
+
+    For interleaved pairs: a drift of the machine between pairs cancels in
+    each ratio. Needs >= 2 pairs of positive values.
+    """
+    import math
+
+    from scipy.stats import t
+
+    logs = [math.log(w / wo) for w, wo in zip(with_mb_per_s, without_mb_per_s)]
+    if len(logs) < 2:
+        raise KernelError(f"a paired ratio needs at least 2 pairs of runs; got {len(logs)}")
+    mean = statistics.fmean(logs)
+    half = t.ppf(0.5 + level / 2, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), (math.exp(mean - half), math.exp(mean + half))

@@ -4,9 +4,13 @@ A tuned configuration usually changes many knobs, most of them by chance
 (the sampler had to put them somewhere). :func:`walk_back` goes from the
 incumbent towards the system default, a knob (or a group of knobs the GP
 rates negligible) at a time: each step measures the configuration with and
-without those changes in interleaved pairs, and keeps the changes only when
-reverting them costs more than the noise, i.e. when the 95% bootstrap
-interval of median(with) / median(without) lies above 1. Knobs the
+without those changes in interleaved pairs (alternating which runs first),
+and keeps the changes only when reverting them costs more than the noise:
+when the 95% interval of the geometric mean of the pairwise ratios
+with / without lies above 1 (a t interval on log ratios: a drift of the
+machine cancels within each pair). A test that is undecided (its
+interval ends within 10% of 1, or holds 1 around an estimated gain above
+5%) gets as many pairs again, up to ``MAX_ROUNDS`` rounds. Knobs the
 environment reported as not applied (striping off Lustre) are reverted
 first, without measuring: they cannot matter here.
 
@@ -21,10 +25,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from iobo.errors import ConfigError
-from iobo.measure import bootstrap_speedup, Spread
+from iobo.measure import paired_ratio
 
 MINIMAL_ATTR = "minimal"
 """Study attr holding :meth:`Minimal.to_attr` of the latest walk."""
+MAX_ROUNDS = 3
+"""A test measures ``pairs`` pairs, then as many again while it is undecided, up to this many rounds."""
 NEGLIGIBLE_SHARE = 0.05
 """Knobs with less than this share of the GP ablation's importance are first tested (reverted) as one group."""
 
@@ -33,10 +39,10 @@ NEGLIGIBLE_SHARE = 0.05
 class Step:
     """One test: ``knobs`` reverted to their defaults together.
 
-    ratio: median MB/s with the changes over median MB/s without (> 1: they
-    help); interval: its 95% bootstrap interval; kept: True when the interval
-    lies above 1 (the changes stay in the minimal configuration);
-    with_mb_per_s / without_mb_per_s: the interleaved runs.
+    ratio: geometric mean of the pairwise ratios MB/s with the changes over
+    MB/s without (> 1: they help); interval: its 95% t interval; kept: True
+    when the interval lies above 1 (the changes stay in the minimal
+    configuration); with_mb_per_s / without_mb_per_s: the runs, pair by pair.
     """
 
     knobs: tuple[str, ...]
@@ -48,6 +54,8 @@ class Step:
 
     def describe(self) -> str:
         verdict = "kept" if self.kept else "dropped: within noise"
+        if not self.without_mb_per_s:
+            return f"{', '.join(self.knobs)}: every run without them failed ({verdict})"
         low, high = self.interval
         return (f"{', '.join(self.knobs)}: {self.ratio:.2f}x with vs without, 95% CI {low:.2f}x - {high:.2f}x "
                 f"({len(self.with_mb_per_s)} interleaved pairs; {verdict})")
@@ -93,6 +101,31 @@ Measure = Callable[[Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]], list
 """Runs (configuration, trial attrs) pairs in order and returns each run's MB/s (None: it failed)."""
 
 
+def _paired(pairs_done) -> tuple[float, tuple[float, float]]:
+    """:func:`iobo.measure.paired_ratio` over the pairs where both runs completed (no interval with fewer than 2)."""
+    complete = [(w, wo) for w, wo in pairs_done if w is not None and wo is not None]
+    return paired_ratio(*zip(*complete)) if len(complete) >= 2 else (1.0, (0.0, float("inf")))
+
+
+def _undecided(ratio: float, interval: tuple[float, float]) -> bool:
+    """More pairs could change the decision: the interval ends near 1, or holds 1 around a material gain (> 5%)."""
+    low, high = interval
+    return 0.9 < low < 1.1 or 0.9 < high < 1.1 or (low <= 1.0 and ratio > 1.05)
+
+
+def _measure_pairs(measure: Measure, current, candidate, attrs, pairs: int, first: int = 0):
+    """Measure ``pairs`` (with, without) pairs, alternating which arm runs first; [(with MB/s, without MB/s)]."""
+    runs = []
+    for pair in range(first, first + pairs):
+        arms = [(current, {**attrs, "arm": "with", "pair": pair}), (candidate, {**attrs, "arm": "without", "pair": pair})]
+        runs += arms if pair % 2 == 0 else arms[::-1]
+    values = measure(runs)
+    by_pair: dict[int, dict[str, float | None]] = {}
+    for value, (_, a) in zip(values, runs):
+        by_pair.setdefault(a["pair"], {})[a["arm"]] = value
+    return [(by_pair[p].get("with"), by_pair[p].get("without")) for p in sorted(by_pair)]
+
+
 def revert(space, workload, values: Mapping[str, Any], knobs: Sequence[str]) -> dict[str, Any]:
     """``values`` with ``knobs`` at their defaults; parameters that become inactive dropped, constraints repaired."""
     reverted = dict(values)
@@ -115,7 +148,9 @@ def walk_back(space, workload, incumbent: Mapping[str, Any], from_trial: int, me
 
     importance: parameter -> share (the GP ablation view); knobs under
     ``NEGLIGIBLE_SHARE`` are first tested as one group, the rest one at a
-    time, least important first. not_applied: knobs reverted untested.
+    time, least important first; without it, all changes are tested as one
+    group. A group whose reversal costs more than the noise is split in
+    halves, tested in turn. not_applied: knobs reverted untested.
     pairs: interleaved (with, without) runs per test (>= 2).
     """
     if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 2:
@@ -125,35 +160,42 @@ def walk_back(space, workload, incumbent: Mapping[str, Any], from_trial: int, me
     changed = changed_knobs(space, current)
     importance = importance or {}
     order = sorted(changed, key=lambda k: (importance.get(k, 1.0), changed.index(k)))
-    negligible = [k for k in order if importance and importance.get(k, 1.0) < NEGLIGIBLE_SHARE]
-    tests: list[list[str]] = [negligible] if len(negligible) >= 2 else []
-    tests += [[k] for k in order if not (len(negligible) >= 2 and k in negligible)]
+    if importance:
+        negligible = [k for k in order if importance.get(k, 1.0) < NEGLIGIBLE_SHARE]
+        tests: list[list[str]] = [negligible] if negligible else []
+        tests += [[k] for k in order if k not in negligible]
+    else:  # no GP ranking yet: all changes at once, halved while they matter (delta debugging)
+        tests = [order] if order else []
     steps: list[Step] = []
     while tests:
         knobs = [k for k in tests.pop(0) if k in changed_knobs(space, current)]
         if not knobs:
             continue
         candidate = revert(space, workload, current, knobs)
-        runs = []
-        for pair in range(pairs):
-            attrs = {"minimize_step": len(steps), "minimize_knobs": knobs}
-            runs += [(current, {**attrs, "arm": "with"}), (candidate, {**attrs, "arm": "without"})]
-        values = measure(runs)
-        with_values = tuple(v for v, (_, a) in zip(values, runs) if a["arm"] == "with" and v is not None)
-        without_values = tuple(v for v, (_, a) in zip(values, runs) if a["arm"] == "without" and v is not None)
-        if not with_values:
+        attrs = {"minimize_step": len(steps), "minimize_knobs": knobs}
+        pairs_done = _measure_pairs(measure, current, candidate, attrs, pairs)
+        if not any(w is not None for w, _ in pairs_done):
             raise ConfigError(f"every run of the configuration being minimised failed while testing {knobs}; "
                               f"see the failed trials' fail_reason")
-        if not without_values:  # the changes are needed for the run to work at all
+        complete = [(w, wo) for w, wo in pairs_done if w is not None and wo is not None]
+        if not any(wo is not None for _, wo in pairs_done):  # the changes are needed for the run to work at all
+            with_values = tuple(w for w, _ in pairs_done if w is not None)
             steps.append(Step(tuple(knobs), float("inf"), (float("inf"), float("inf")), True, with_values, ()))
             continue
-        ratio = Spread(with_values).median / Spread(without_values).median
-        interval = bootstrap_speedup(without_values, with_values)
+        ratio, interval = _paired(pairs_done)
+        for _ in range(MAX_ROUNDS - 1):
+            if not _undecided(ratio, interval):
+                break
+            pairs_done += _measure_pairs(measure, current, candidate, attrs, pairs, first=len(pairs_done))
+            ratio, interval = _paired(pairs_done)
+        complete = [(w, wo) for w, wo in pairs_done if w is not None and wo is not None]
+        with_values, without_values = (tuple(x) for x in zip(*complete)) if complete else ((), ())
         kept = interval[0] > 1.0
         if not kept:
             current = candidate
-        elif len(knobs) > 1:  # the group matters as a whole: test its knobs one at a time
-            tests = [[k] for k in knobs] + tests
+        elif len(knobs) > 1:  # the group matters as a whole: test each half (least important first)
+            half = len(knobs) // 2
+            tests = [knobs[:half], knobs[half:]] + tests
             continue
         steps.append(Step(tuple(knobs), ratio, interval, kept, with_values, without_values))
     changes = {k: current[k] for k in changed_knobs(space, current)}

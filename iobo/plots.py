@@ -21,7 +21,7 @@ class Series:
 
     kind: "steps" (a line holding each value until the next), "line",
     "points", "bar" (vertical, x categories), or "barh" (horizontal: x the
-    lengths, y the categories); low/high: ends of error bars of a "bar".
+    lengths, y the categories); low/high: ends of error bars of a "bar" or "barh".
     """
 
     name: str
@@ -91,22 +91,26 @@ def default_vs_best_chart(report) -> Chart | None:
     )
 
 
-def importance_chart(importances: Mapping[str, float] | None) -> Chart | None:
-    """PED-ANOVA importance per parameter, the most important on top."""
-    if not importances:
+def importance_chart(importance) -> Chart | None:
+    """An :class:`iobo.importance.Importance` (robust GP view), the most important parameter on top, with the
+    10-90% range over refits as error bars; PED-ANOVA, when known, as a second series."""
+    if importance is None:
         return None
-    ranked = sorted(importances.items(), key=lambda item: item[1])
-    names, values = zip(*ranked)
-    return Chart(
-        "importance", "Parameter importance (PED-ANOVA, top 10% bandwidth)", "importance (sums to 1)", "",
-        (Series("importance", values, names, "barh"),),
-    )
+    ranked = list(reversed(importance.share))
+    series = [Series(f"{importance.view} (10-90% of {importance.resamples} refits)",
+                     [100 * importance.share[n] for n in ranked], ranked, "barh",
+                     low=[100 * importance.low[n] for n in ranked], high=[100 * importance.high[n] for n in ranked])]
+    if importance.secondary:
+        series.append(Series("ped-anova (secondary)", [100 * importance.secondary.get(n, 0.0) for n in ranked],
+                             ranked, "barh"))
+    return Chart("importance", f"Parameter importance: {importance.view} of iobo's GP",
+                 "% of importance", "", tuple(series))
 
 
-def report_charts(report, importances: Mapping[str, float] | None) -> list[Chart]:
-    """Every chart the study has data for."""
+def report_charts(report, importance=None) -> list[Chart]:
+    """Every chart the study has data for (``importance``: an :class:`iobo.importance.Importance` or None)."""
     charts = (default_vs_best_chart(report), best_so_far_chart(report), roti_chart(report),
-              importance_chart(importances))
+              importance_chart(importance))
     return [chart for chart in charts if chart is not None]
 
 
@@ -128,7 +132,11 @@ def to_plotly(chart: Chart):
                              arrayminus=[y - lo for lo, y in zip(s.low, s.y)])
             figure.add_trace(go.Bar(x=list(s.x), y=list(s.y), name=s.name, error_y=error, opacity=0.6))
         elif s.kind == "barh":
-            figure.add_trace(go.Bar(x=list(s.x), y=list(s.y), name=s.name, orientation="h"))
+            error = None
+            if s.low is not None:
+                error = dict(type="data", symmetric=False, array=[h - x for h, x in zip(s.high, s.x)],
+                             arrayminus=[x - lo for lo, x in zip(s.low, s.x)])
+            figure.add_trace(go.Bar(x=list(s.x), y=list(s.y), name=s.name, orientation="h", error_x=error))
     for y, label in chart.lines:
         figure.add_hline(y=y, line_dash="dash", line_color="grey", annotation_text=label)
     figure.update_layout(title=chart.title, xaxis_title=chart.x_label, yaxis_title=chart.y_label)
@@ -154,7 +162,10 @@ def save_png(chart: Chart, path: str | Path) -> Path:
                 error = [[y - lo for lo, y in zip(s.low, s.y)], [h - y for h, y in zip(s.high, s.y)]]
             axes.bar(s.x, s.y, yerr=error, capsize=8, alpha=0.6, label=s.name)
         elif s.kind == "barh":
-            axes.barh(s.y, s.x, label=s.name)
+            error = None
+            if s.low is not None:
+                error = [[x - lo for lo, x in zip(s.low, s.x)], [h - x for h, x in zip(s.high, s.x)]]
+            axes.barh(s.y, s.x, xerr=error, capsize=3, alpha=0.6, label=s.name)
     for y, label in chart.lines:
         axes.axhline(y, linestyle="--", color="grey", label=label)
     axes.set(title=chart.title, xlabel=chart.x_label, ylabel=chart.y_label)

@@ -19,14 +19,26 @@ from pathlib import Path
 from typing import Any
 
 from iobo import trials as study_trials
-from iobo.importance import MIN_IMPORTANCE_TRIALS, param_importances
+from iobo.importance import MIN_GP_TRIALS, robust_importance
 from iobo.measure import MB, Spread, bootstrap_speedup
-from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT
+from iobo.minimize import MINIMAL_ATTR, Minimal
+from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, Baseline
 
 
 @dataclass(frozen=True)
 class StudyReport:
-    """Figures of one study; bandwidths in MB/s, times in minutes."""
+    """Figures of one study; bandwidths in MB/s, times in minutes.
+
+    default: the robust baseline, every run of the system default (the
+    initial ones after an unrecorded warm-up, those interleaved through the
+    search, the re-measurements), see :class:`iobo.trials.Baseline`;
+    baseline: the same with its start/later split (drift); best_value /
+    best_number: the best single tuning run; best_config: the recommended
+    configuration's changes from the default (the minimal one when made);
+    minimal: the minimal configuration with each tested knob's contribution;
+    confirm_default / confirm_best: the interleaved re-measurement of the
+    default and the recommended configuration, the only source of a speedup.
+    """
 
     study: str
     kernel: str
@@ -43,6 +55,10 @@ class StudyReport:
     bytes_per_run: int | None = None  # bytes one kernel run moves (the best trial's)
     # layer -> [(parameter, system default, best)], values formatted with their units
     best_by_layer: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
+    baseline: Baseline | None = None
+    minimal: Minimal | None = None
+    recommendation: str = ""  # how the recommended configuration was chosen
+    frozen: dict[str, str] = field(default_factory=dict)  # knobs that never applied here, with the reason
 
     @property
     def confirmed(self) -> bool:
@@ -51,46 +67,61 @@ class StudyReport:
 
     @property
     def headline(self) -> tuple[Spread, Spread] | None:
-        """(default runs, best runs) the speedup is measured from, MB/s.
+        """(default runs, best runs) a speedup is measured from, MB/s: the interleaved re-measurement, or None.
 
-        The re-measurement when present; else the default-role runs and the
-        best single run.
+        A best single run over the default is never a speedup: the best of
+        many noisy runs is biased upwards (the winner's curse).
         """
         if self.confirmed:
             return self.confirm_default, self.confirm_best
-        if self.default and self.best_value is not None:
-            return self.default, Spread((self.best_value,))
         return None
 
     @property
     def speedup(self) -> float | None:
-        """Best over default median, from the confirmation runs when present."""
+        """Median of the re-measured best over median of the re-measured default; None before ``confirm``."""
         if self.headline is None:
             return None
         default, best = self.headline
         return best.median / default.median
 
     def speedup_interval(self, level: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
-        """Bootstrap confidence interval of :attr:`speedup` (see :func:`bootstrap_speedup`)."""
+        """Bootstrap confidence interval of :attr:`speedup` (see :func:`iobo.measure.bootstrap_speedup`)."""
         if self.headline is None:
             return None
         default, best = self.headline
         return bootstrap_speedup(default.values, best.values, level, resamples, seed)
 
     @property
-    def seconds_per_run(self) -> tuple[float, float] | None:
-        """(default, best) seconds of one production run: bytes per run / headline median bandwidth."""
-        if self.headline is None or not self.bytes_per_run:
+    def distinguishable(self) -> bool | None:
+        """True when the speedup's 95% interval excludes 1 (a gain or a loss beyond the noise); None unconfirmed."""
+        interval = self.speedup_interval()
+        if interval is None:
             return None
-        default, best = self.headline
-        return self.bytes_per_run / (default.median * MB), self.bytes_per_run / (best.median * MB)
+        return not interval[0] <= 1.0 <= interval[1]
+
+    @property
+    def seconds_per_run(self) -> tuple[float, float] | None:
+        """(default, best) seconds of one production run: bytes per run / median bandwidth.
+
+        From the re-measurement when present; else the baseline and the best
+        single run (an optimistic estimate until confirmed).
+        """
+        if not self.bytes_per_run:
+            return None
+        if self.headline is not None:
+            default, best = (s.median for s in self.headline)
+        elif self.default and self.best_value is not None:
+            default, best = self.default.median, self.best_value
+        else:
+            return None
+        return self.bytes_per_run / (default * MB), self.bytes_per_run / (best * MB)
 
     @property
     def viability_runs(self) -> float | None:
         """Production runs after which tuning has paid for itself.
 
         ``tuning_seconds / (t_default - t_best)``, t = bytes per run /
-        bandwidth (headline medians); None when the best is no faster.
+        bandwidth (see :attr:`seconds_per_run`); None when the best is no faster.
         """
         if self.seconds_per_run is None:
             return None
@@ -113,52 +144,64 @@ class StudyReport:
         minutes, _, value = max(self.roti_curve, key=lambda row: row[2])
         return value, minutes
 
+    def speedup_text(self) -> str:
+        """The speedup with its interval, or why there is none."""
+        if self.headline is None:
+            return ("not measured yet: `iobo confirm` re-measures the default and the recommended configuration, "
+                    "interleaved (a best single run is not a speedup)")
+        low, high = self.speedup_interval()
+        text = (f"{self.speedup:.2f}x, 95% CI {low:.2f}x - {high:.2f}x (re-measured medians, interleaved; bootstrap "
+                f"of the ratio of medians, 2000 resamples, seed 0)")
+        if not self.distinguishable:
+            text += ": no gain distinguishable from noise"
+        return text
+
     def summary_rows(self) -> list[tuple[str, str]]:
         """The summary as (label, value) rows: the one content that :meth:`text`, :func:`render_html` and the
         dashboard's note render."""
         rows = [("kernel", f"{self.kernel} on {self.ranks} MPI ranks"),
                 ("trials", ", ".join(f"{n} {state.lower()}" for state, n in self.counts.items() if n))]
-        if self.default:
-            rows.append(("default (tuning runs)", self.default.describe()))
+        if self.baseline:
+            rows.append(("default (baseline)", self.baseline.describe()))
         if self.best_value is not None:
             rows.append(("best (single run)", f"{self.best_value:,.0f} MB/s (trial {self.best_number})"))
         if self.confirmed:
             rows.append(("default, re-measured", self.confirm_default.describe()))
             rows.append(("best, re-measured", self.confirm_best.describe()))
-        if self.speedup is not None:
-            source = "re-measured medians" if self.confirmed else "best run over default median"
-            low, high = self.speedup_interval()
-            rows.append(("speedup", f"{self.speedup:.2f}x, 95% CI {low:.2f}x - {high:.2f}x ({source}; bootstrap "
-                                    f"of the ratio of medians, 2000 resamples, seed 0)"))
-            rows.append(("speedup measured from", self.speedup_basis))
+        rows.append(("speedup", self.speedup_text()))
         if self.roti is not None:
             peak, at = self.peak_roti
             rows.append(("tuning time", f"{self.tuning_minutes:.1f} min (first default run started to last "
                                         f"tuning trial finished; re-measurements excluded)"))
-            rows.append(("RoTI", f"{self.roti:,.1f} MB/s per minute of tuning; peak {peak:,.1f} at {at:.1f} min"))
+            rows.append(("RoTI", f"{self.roti:,.1f} MB/s per minute of tuning; peak {peak:,.1f} at {at:.1f} min "
+                                 f"(over the baseline median)"))
         rows.append(("viability point", self.viability_text()))
+        if self.recommendation:
+            rows.append(("recommended", self.recommendation))
+        for name, reason in self.frozen.items():
+            rows.append((f"not applied: {name}", f"{reason}; frozen at its default, never exported"))
         return rows
 
     def text(self) -> str:
-        """The summary rows and the changed parameters of the best configuration, as plain text."""
+        """The summary rows, then the recommended configuration and each tested knob's contribution."""
         lines = [f"study {self.study!r}"]
         lines += [f"{label + ':':24s} {value}" for label, value in self.summary_rows()]
-        if self.best_config:
-            lines.append("best configuration (changed from default):")
-            lines += [f"  {k} = {v}" for k, v in self.best_config.items()] or ["  (none)"]
+        lines.append("recommended configuration (changed from default):")
+        lines += [f"  {k} = {v}" for k, v in self.best_config.items()] or ["  (none: keep the system default)"]
+        if self.minimal and self.minimal.steps:
+            lines.append("what each change buys (with vs without, interleaved):")
+            lines += [f"  {step.describe()}" for step in self.minimal.steps]
         return "\n".join(lines)
 
     @property
     def speedup_basis(self) -> str:
         """Which runs the speedup compares, in words."""
         if self.headline is None:
-            return ""
+            return ("no re-measurement in this study, so no speedup: `iobo confirm` re-measures the default and "
+                    "the recommended configuration, interleaved")
         default, best = self.headline
-        if self.confirmed:
-            return (f"median of {best.n} re-measured best runs over the median of {default.n} re-measured "
-                    f"default runs, interleaved (iobo confirm)")
-        return (f"no re-measurement in this study: the best single run (trial {self.best_number}) over the "
-                f"median of {default.n} default runs; `iobo confirm` re-measures both")
+        return (f"median of {best.n} re-measured best runs over the median of {default.n} re-measured "
+                f"default runs, interleaved (iobo confirm)")
 
     def viability_text(self) -> str:
         """The viability point, its formula and the numbers put into it."""
@@ -190,6 +233,13 @@ class StudyReport:
             "speedup": self.speedup,
             "speedup_ci95": list(interval) if interval else None,
             "speedup_basis": self.speedup_basis,
+            "speedup_distinguishable": self.distinguishable,
+            "baseline_drift": self.baseline.drift if self.baseline else None,
+            "best_single_run_over_baseline": (self.best_value / self.default.median
+                                              if self.best_value and self.default else None),
+            "recommendation": self.recommendation,
+            "minimal": self.minimal.to_attr() if self.minimal else None,
+            "not_applied_frozen": self.frozen,
             "tuning_minutes": self.tuning_minutes,
             "roti_mb_per_s_per_min": self.roti,
             "peak_roti": {"mb_per_s_per_min": peak[0], "minutes": peak[1]} if peak else None,
@@ -212,25 +262,28 @@ def write_report(study, out_dir: str | Path) -> list[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report = build_report(study)
-    importances = param_importances(study)
-    charts = plots.report_charts(report, importances)
+    importance = robust_importance(study)
+    charts = plots.report_charts(report, importance)
     written = [plots.save_png(chart, out / f"{chart.name}.png") for chart in charts]
-    numbers = {**report.to_dict(), "importances": importances}
+    numbers = {**report.to_dict(), "importance": None if importance is None else {
+        "view": importance.view, "share": importance.share, "low_10pct": importance.low,
+        "high_90pct": importance.high, "refits": importance.resamples, "ped_anova": importance.secondary,
+        "left_out": list(importance.left_out)}}
     (out / "report.json").write_text(json.dumps(numbers, indent=2) + "\n")
-    (out / "report.html").write_text(render_html(report, importances, [(c.name, f"{c.name}.png") for c in charts]))
+    (out / "report.html").write_text(render_html(report, importance, [(c.name, f"{c.name}.png") for c in charts]))
     return [out / "report.html", out / "report.json", *written]
 
 
-def render_html(report: StudyReport, importances: dict[str, float] | None, images: list[tuple[str, str]]) -> str:
+def render_html(report: StudyReport, importance, images: list[tuple[str, str]]) -> str:
     """The report as one HTML page; ``images`` are (chart name, PNG file name relative to the page)."""
     esc = html.escape
     rows = report.summary_rows()
     summary = "\n".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
 
     figures = "\n".join(f'<figure><img src="{esc(src)}" alt="{esc(name)}"></figure>' for name, src in images)
-    if importances is None:
-        figures += (f"<p>Parameter importance skipped: PED-ANOVA needs at least {MIN_IMPORTANCE_TRIALS} completed "
-                    f"tuning trials (default and search runs).</p>")
+    if importance is None:
+        figures += (f"<p>Parameter importance skipped: the GP needs at least {MIN_GP_TRIALS} distinct completed "
+                    f"configurations.</p>")
 
     layers = ""
     for layer, params in report.best_by_layer.items():
@@ -261,6 +314,8 @@ def build_report(study) -> StudyReport:
     """Collect the figures of ``study`` (an ``optuna.Study``)."""
     from iobo import kernels
     from iobo.config import IOConfig
+    from iobo.errors import ConfigError
+    from iobo.minimize import recommended
 
     trials = study.get_trials(deepcopy=False)
     counts: dict[str, int] = {}
@@ -271,27 +326,32 @@ def build_report(study) -> StudyReport:
         got = study_trials.values_of(trials, role)
         return Spread(got) if got else None
 
-    kernel = study.user_attrs.get("kernel", "?")
+    kernel = study.user_attrs.get("kernel", study.user_attrs.get("task", "?"))
     best = study_trials.best_trial(study)
     best_config: dict[str, Any] = {}
     best_by_layer: dict[str, list[tuple[str, str, str]]] = {}
+    recommendation = ""
     if best is not None:
-        space = kernels.get(kernel).space() if kernel in kernels.names() else None
-        config = study_trials.config_of(best)
-        if space:
-            full = IOConfig(config, space)
+        try:
+            space = kernels.study_space(study)
+        except ConfigError:
+            space = None
+        if space is not None:
+            chosen, recommendation = recommended(study, space, kernels.study_workload(study))
+            full = IOConfig(chosen, space)
             best_config = full.changed()
             best_by_layer = _by_layer(space, full.values)
         else:
-            best_config = dict(config)
-    default = values(ROLE_DEFAULT)
-    curve = study_trials.roti_curve(trials, default.median if default else None)
+            best_config = study_trials.config_of(best)
+    baseline = study_trials.baseline(trials)
+    curve = study_trials.roti_curve(trials, baseline.median if baseline else None)
+    minimal = study.user_attrs.get(MINIMAL_ATTR)
     return StudyReport(
         study=study.study_name,
         kernel=kernel,
         ranks=study.user_attrs.get("ranks", 0),
         counts=counts,
-        default=default,
+        default=baseline.runs if baseline else None,
         best_value=best.value if best else None,
         best_number=best.number if best else None,
         best_config=best_config,
@@ -301,6 +361,10 @@ def build_report(study) -> StudyReport:
         roti_curve=curve,
         bytes_per_run=best.user_attrs.get("bytes") if best else None,
         best_by_layer=best_by_layer,
+        baseline=baseline,
+        minimal=Minimal.from_attr(minimal) if minimal and best and minimal["from_trial"] == best.number else None,
+        recommendation=recommendation,
+        frozen=dict(study.user_attrs.get(study_trials.FROZEN_ATTR, {})),
     )
 
 

@@ -225,34 +225,8 @@ def owner() -> str:
 
 
 FROZEN_ATTR = "frozen"
-"""Study attr: {parameter: reason} of knobs the environment showed to have no effect (never applied)."""
-
-
-def never_applied(trials, default: Mapping[str, Any], at_least: int = 2) -> dict[str, str]:
-    """Parameters that were changed from ``default`` in at least ``at_least`` finished trials and reported
-    ``not_applied`` in every one of them: ``{name: the last reason}``.
-
-    Such a knob has no effect in this environment (striping off Lustre): the
-    tuner freezes it at its default, importance leaves it out, export drops it.
-    A knob that took effect in any trial (cb_nodes with a shared file, say,
-    though not with a file per process) is never in here.
-    """
-    skipped: dict[str, int] = {}
-    applied: set[str] = set()
-    reasons: dict[str, str] = {}
-    for t in trials:
-        if t.state != state("COMPLETE") or "config" not in t.user_attrs:
-            continue
-        not_applied = t.user_attrs.get("not_applied", {})
-        for name, value in t.user_attrs["config"].items():
-            if name not in default or value == default[name]:
-                continue
-            if name in not_applied:
-                skipped[name] = skipped.get(name, 0) + 1
-                reasons[name] = not_applied[name]
-            else:
-                applied.add(name)
-    return {n: reasons[n] for n, count in skipped.items() if count >= at_least and n not in applied}
+"""Study attr: {parameter: reason} of knobs that cannot take effect in this environment (striping off Lustre,
+:func:`iobo.stack.environment_limits`): frozen at their defaults, left out of importance, never exported."""
 
 
 def record_suggestion(trial, space, workload, frozen: Iterable[str] = ()) -> dict[str, Any]:
@@ -261,7 +235,7 @@ def record_suggestion(trial, space, workload, frozen: Iterable[str] = ()) -> dic
     Attrs: owner (host:pid, first, so a resumed study can tell whose trial it
     is), role (``search`` unless enqueued with one), config, repaired (what
     the constraints changed, if anything), started_unix. ``frozen`` knobs
-    keep their defaults (see :func:`never_applied`).
+    keep their defaults (see ``FROZEN_ATTR``).
     """
     trial.set_user_attr("owner", owner())
     trial_role = role(trial)

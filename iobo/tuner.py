@@ -33,7 +33,8 @@ from iobo.space import Space
 from iobo.storage import DEFAULT_STORAGE
 from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH, state
 
-STUDY_KEYS = ("kernel", "ranks", "kernel_options")
+WARMUP_RUNS = 3  # at most this many unrecorded default runs before anything is measured
+WARMUP_AGREEMENT = 0.25  # ... stopping when two in a row are within 25% of each other
 """Study attrs naming what a study tunes; a resumed study must match them."""
 
 
@@ -286,14 +287,20 @@ class Tuner:
                 self._notify("loop_finished", study)
 
     def _warm_up(self, runner) -> None:
-        """One unrecorded run of the system default: what a cold start costs is not measured as the default."""
+        """Unrecorded runs of the system default until two in a row agree within ``WARMUP_AGREEMENT`` (at most
+        ``WARMUP_RUNS``): what a cold start costs (page cache, MPI-IO set-up) is not measured as the default."""
         self._warmed_up = True
-        try:
-            outcome = runner.submit(self._job(self.space.default(), "warmup")).result()
-        except JobEnded as exc:
-            self._say(f"warm-up run (not recorded) failed: {exc.reason}")
-            return
-        self._say(f"warm-up run (not recorded): {outcome['mb_per_s']:,.0f} MB/s")
+        seen: list[float] = []
+        for _ in range(WARMUP_RUNS):
+            try:
+                outcome = runner.submit(self._job(self.space.default(), "warmup")).result()
+            except JobEnded as exc:
+                self._say(f"warm-up run (not recorded) failed: {exc.reason}")
+                return
+            seen.append(outcome["mb_per_s"])
+            if len(seen) >= 2 and abs(seen[-1] / seen[-2] - 1) <= WARMUP_AGREEMENT:
+                break
+        self._say("warm-up (not recorded): " + ", ".join(f"{v:,.0f}" for v in seen) + " MB/s")
 
     def _queue_interleaved_default(self, study) -> None:
         """Queue a default run when ``default_every`` search trials came after the last default run."""
@@ -367,7 +374,7 @@ class Tuner:
         for key, value in trials.outcome_attrs(outcome).items():
             trial.set_user_attr(key, value)
         study.tell(trial, outcome["mb_per_s"])
-        self._freeze_never_applied(study)
+        self._freeze_environment_limits(study, outcome["result"].get("fs_type"))
         best = trials.best_trial(study)
         changed = IOConfig(trial.user_attrs["config"], self.space).changed()
         self._say(
@@ -376,15 +383,17 @@ class Tuner:
             f"{_short(changed) or 'system default'}"
         )
 
-    def _freeze_never_applied(self, study) -> None:
-        """Record knobs the environment showed to have no effect; later trials keep them at their defaults."""
-        frozen = trials.never_applied(study.get_trials(deepcopy=False), self.space.default())
+    def _freeze_environment_limits(self, study, fs_type: str | None) -> None:
+        """Freeze the knobs no configuration can make take effect on this file system (striping off Lustre)."""
+        from iobo.stack import environment_limits
+
+        if not fs_type:
+            return
         known = study.user_attrs.get(trials.FROZEN_ATTR, {})
-        new = {k: v for k, v in frozen.items() if k not in known}
+        new = {k: v for k, v in environment_limits(self.space, fs_type).items() if k not in known}
         if new:
             study.set_user_attr(trials.FROZEN_ATTR, {**known, **new})
-            for name, reason in new.items():
-                self._say(f"frozen at its default: {name} ({reason})")
+            self._say(f"frozen at their defaults: {', '.join(new)} ({next(iter(new.values()))})")
 
     # -- resume ----------------------------------------------------------------
     def _fail_stale(self, study) -> None:

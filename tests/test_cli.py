@@ -28,7 +28,7 @@ def test_kernels_and_space(capsys):
 def test_tune_then_best_export_report(capsys, storage, scratch, tmp_path):
     code, out, err = run(capsys, "tune", "vpic", "--ranks", 2, "--trials", 5, "--storage", storage,
                          "--study", "c", "--workdir", scratch, "--sampler", "tpe",
-                         "--option", f"particles={SMALL_VPIC['particles']}", "--option", "steps=2")
+                         "--option", f"particles={SMALL_VPIC['particles']}", "--option", "steps=2", "--confirm", "0")
     assert code == 0, err
     assert out.count("[default]") == 3 and "speedup:" in out and "RoTI" in out
     code, out, _ = run(capsys, "best", "--storage", storage)  # the only study: no --study needed

@@ -9,7 +9,16 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import create_trial
 
 from iobo.cli import main
-from iobo.importance import METHODS, consensus, impact_order, rank_parameters, save_ranking, stored_rankings
+from iobo.importance import (
+    METHODS,
+    consensus,
+    impact_order,
+    rank_parameters,
+    robust_importance,
+    save_ranking,
+    stored_rankings,
+)
+from iobo.trials import FROZEN_ATTR
 
 CHOICES = {
     "stripes": (1, 2, 4, 8, 16),          # strong: x8 across its range
@@ -87,10 +96,24 @@ def test_saved_ranking_is_found_by_later_studies_and_printed_by_the_cli(storage,
     assert stored_rankings(storage, "ior") == []
 
     assert main(["importance", "--storage", storage, "--study", "first"]) == 0
-    out = capsys.readouterr().out
-    lines = out.splitlines()
-    assert lines[0].split() == ["parameter", *METHODS]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:2] == ["parameter", "gp-ablation"]  # the robust view first, PED-ANOVA second
     assert lines[1].split()[0] == "stripes"
+    parts = lines[1].split()
+    share, low, high = float(parts[1]), float(parts[2]), float(parts[4])
+    assert low <= share <= high  # with its 10-90% range over refits
+    assert main(["importance", "--storage", storage, "--study", "first", "--all-views"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert ["parameter", *METHODS] in [line.split() for line in lines]
+
+
+def test_robust_importance_leaves_out_knobs_that_cannot_apply(storage):
+    study = synthetic_study(storage, "frozen")
+    study.set_user_attr(FROZEN_ATTR, {"stripes": "not Lustre"})
+    importance = robust_importance(study)
+    assert "stripes" not in importance.share and importance.left_out == ("stripes",)
+    assert sum(importance.share.values()) == pytest.approx(1.0)
+    assert importance.top == "cb_buffer_size"
 
 
 def test_impact_order_activates_what_left_the_default_first_then_the_consensus():

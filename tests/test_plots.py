@@ -4,6 +4,7 @@ import optuna
 import pytest
 
 from iobo import plots
+from iobo.importance import Importance
 from iobo.report import build_report
 from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH
 
@@ -47,11 +48,18 @@ def test_default_vs_best_shows_the_remeasured_runs_and_the_speedup_interval(repo
     assert chart.title == f"Speedup 1.50x, 95% CI {low:.2f}-{high:.2f}x (re-measured)"
 
 
-def test_importance_puts_the_most_important_on_top():
-    chart = plots.importance_chart({"files": 0.7, "cb_nodes": 0.1, "layout": 0.2})
-    (bars,) = chart.series
+IMPORTANCE = Importance("gp-ablation", {"files": 0.7, "layout": 0.2, "cb_nodes": 0.1},
+                        {"files": 0.6, "layout": 0.1, "cb_nodes": 0.0}, {"files": 0.8, "layout": 0.3, "cb_nodes": 0.2},
+                        10, secondary={"files": 0.2, "layout": 0.3, "cb_nodes": 0.5})
+
+
+def test_importance_puts_the_most_important_on_top_with_its_range():
+    chart = plots.importance_chart(IMPORTANCE)
+    bars, secondary = chart.series
     assert bars.kind == "barh" and list(bars.y) == ["cb_nodes", "layout", "files"]  # drawn bottom-up
-    assert list(bars.x) == [0.1, 0.2, 0.7]
+    assert list(bars.x) == pytest.approx([10, 20, 70]) and list(bars.low) == pytest.approx([0, 10, 60])
+    assert "gp-ablation" in chart.title and secondary.name.startswith("ped-anova")
+    assert list(secondary.x) == pytest.approx([50, 30, 20])
     assert plots.importance_chart(None) is None
 
 
@@ -70,7 +78,7 @@ def test_plotly_figures_carry_the_chart_numbers(report):
 def test_every_chart_saves_as_a_png(report, tmp_path):
     from matplotlib.image import imread
 
-    charts = plots.report_charts(report, {"files": 0.8, "layout": 0.2})
+    charts = plots.report_charts(report, IMPORTANCE)
     assert [c.name for c in charts] == ["default_vs_best", "best_so_far", "roti", "importance"]
     for chart in charts:
         path = plots.save_png(chart, tmp_path / f"{chart.name}.png")

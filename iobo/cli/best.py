@@ -1,4 +1,4 @@
-"""``iobo best``: the best configuration of a study and its bandwidth."""
+"""``iobo best``: the recommended configuration of a study (the minimal one when made) and the best run."""
 
 from __future__ import annotations
 
@@ -6,13 +6,15 @@ from iobo.cli import common
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("best", help="print the best configuration and its bandwidth")
+    p = sub.add_parser("best", help="print the recommended configuration and the best bandwidth")
     common.add_storage_args(p)
+    p.add_argument("--full", action="store_true", help="the best trial's whole configuration, not the minimal one")
 
 
 def run(args) -> int:
     study = common.load_study(args.storage, args.study)
-    best, config = common.best_config(study)
+    best, config, how = common.chosen_config(study, args.full)
     print(f"best: {best.value:,.0f} MB/s (trial {best.number} of study {study.study_name!r})")
+    print(f"configuration: {how}")
     print(config.describe())
     return 0

@@ -21,6 +21,25 @@ def kernel_option(text: str) -> tuple[str, object]:
     return name.replace("-", "_"), value
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    value = non_negative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer; got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0; got {text!r}")
+    return value
+
+
 def add_storage_args(parser) -> None:
     parser.add_argument("--storage", default=DEFAULT_STORAGE, help="Optuna storage URL (default: %(default)s)")
     parser.add_argument("--study", help="study name (default: the only study in the storage)")
@@ -79,33 +98,27 @@ def load_study(storage: str, name: str | None):
 
 
 def study_space(study):
-    """The search space a study was tuned over: its kernel's, else the I/O stack's parameters it names."""
+    """The search space a study was tuned over (:func:`iobo.kernels.study_space`)."""
     from iobo import kernels
-    from iobo.space import io_stack_space
 
-    attrs = study.user_attrs
-    if "kernel" in attrs:
-        if attrs["kernel"] in kernels.names():
-            return kernels.get(attrs["kernel"]).space()
-        raise ConfigError(f"study {study.study_name!r} tuned kernel {attrs['kernel']!r}, which is not registered in "
-                          f"this process; register it (iobo.kernels.register) before reading the study")
-    stack = io_stack_space()
-    names = [n for n in attrs.get("space", []) if n in stack.names]
-    if not names:
-        raise ConfigError(f"study {study.study_name!r} records no kernel and no parameter of the I/O stack "
-                          f"(user attr 'space'); it was not made by iobo")
-    return stack.select(names)
+    return kernels.study_space(study)
 
 
-def best_config(study):
-    """(best trial, its :class:`iobo.config.IOConfig`) of ``study``."""
-    from iobo import trials
+def chosen_config(study, full: bool = False):
+    """(best trial, the :class:`iobo.config.IOConfig` to use, how it was chosen): the recommended configuration
+    (:func:`iobo.minimize.recommended`), or with ``full`` the best trial's whole configuration."""
+    from iobo import kernels, trials
     from iobo.config import IOConfig
+    from iobo.minimize import recommended
 
+    space = study_space(study)
     best = trials.best_trial(study)
     if best is None:
         raise ConfigError(f"study {study.study_name!r} has no completed trial yet; run `iobo tune` first")
-    return best, IOConfig(trials.config_of(best), study_space(study))
+    if full:
+        return best, IOConfig(trials.config_of(best), space), f"trial {best.number}'s whole configuration (--full)"
+    values, how = recommended(study, space, kernels.study_workload(study))
+    return best, IOConfig(values, space), how
 
 
 def tuner_for(study, args):

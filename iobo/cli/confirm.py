@@ -1,4 +1,4 @@
-"""``iobo confirm``: re-measure the system default and the best configuration, interleaved."""
+"""``iobo confirm``: re-measure the system default and the recommended configuration, interleaved."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ from iobo.cli import common
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("confirm", help="re-measure default and best, interleaved")
+    p = sub.add_parser("confirm", help="re-measure default and the recommended configuration, interleaved")
     common.add_storage_args(p)
-    p.add_argument("--repeats", type=int, default=5, help="runs of each (default: %(default)s)")
+    p.add_argument("--repeats", type=common.positive_int, default=5, help="runs of each (default: %(default)s)")
+    p.add_argument("--no-minimize", action="store_true",
+                   help="confirm the best trial's whole configuration, without testing which changes matter")
     common.add_run_args(p)
 
 
@@ -16,6 +18,6 @@ def run(args) -> int:
     from iobo.report import build_report
 
     study = common.load_study(args.storage, args.study)
-    common.tuner_for(study, args).confirm(args.repeats)
+    common.tuner_for(study, args).confirm(args.repeats, minimize=not args.no_minimize)
     print(build_report(study).text())
     return 0

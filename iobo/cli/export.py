@@ -16,11 +16,13 @@ def add_parser(sub) -> None:
     p.add_argument("--format", choices=EXPORT_FORMATS, default="json")
     p.add_argument("--output", "-o", help="write to this file instead of stdout")
     p.add_argument("--hints-path", default="romio-hints", help="ROMIO_HINTS path written by --format env")
+    p.add_argument("--full", action="store_true", help="the best trial's whole configuration, not the minimal one")
 
 
 def run(args) -> int:
     study = common.load_study(args.storage, args.study)
-    _, config = common.best_config(study)
+    _, config, how = common.chosen_config(study, args.full)
+    print(f"exporting {how}", file=sys.stderr)
     text = config.export(args.format, args.hints_path)
     if args.output:
         Path(args.output).write_text(text)

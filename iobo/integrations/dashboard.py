@@ -71,21 +71,23 @@ def save_study_figures(study) -> list[str]:
     from optuna_dashboard import save_note, save_plotly_graph_object
 
     from iobo import plots
-    from iobo.importance import MIN_IMPORTANCE_TRIALS, param_importances
+    from iobo.importance import MIN_GP_TRIALS, robust_importance
     from iobo.report import build_report
 
     report = build_report(study)
-    importances = param_importances(study)
-    charts = {c.name: c for c in plots.report_charts(report, importances)}
+    importance = robust_importance(study)
+    charts = {c.name: c for c in plots.report_charts(report, importance)}
     saved = []
     for name in FIGURES:
         if name in charts:
             save_plotly_graph_object(study, plots.to_plotly(charts[name]), graph_object_id=name)
             saved.append(name)
     note = f"### iobo report\n\n{_code(report.text())}\n"
-    if importances is None:
-        note += (f"\nParameter importance: not shown yet; PED-ANOVA needs at least {MIN_IMPORTANCE_TRIALS} "
-                 f"completed tuning trials.\n")
+    if importance is None:
+        note += (f"\nParameter importance: not shown yet; the GP needs at least {MIN_GP_TRIALS} distinct "
+                 f"completed configurations.\n")
+    else:
+        note += f"\n#### Parameter importance\n\n{_code(importance.text())}\n"
     save_note(study, note)
     return saved
 

@@ -128,3 +128,31 @@ def get(name: "str | KernelSpec") -> KernelSpec:
 def names() -> list[str]:
     """Every kernel name, built-in and user, sorted."""
     return sorted(set(BUILTINS) | set(_USER_KERNELS))
+
+
+def study_space(study) -> Space:
+    """The search space a study was tuned over: its kernel's, else the I/O stack's parameters it names
+    (a decorated task's study records them in its ``space`` attr)."""
+    from iobo.space import io_stack_space
+
+    attrs = study.user_attrs
+    if "kernel" in attrs:
+        if attrs["kernel"] in names():
+            return get(attrs["kernel"]).space()
+        raise ConfigError(f"study {study.study_name!r} tuned kernel {attrs['kernel']!r}, which is not registered in "
+                          f"this process; register it (iobo.kernels.register) before reading the study")
+    stack = io_stack_space()
+    wanted = [n for n in attrs.get("space", []) if n in stack.names]
+    if not wanted:
+        raise ConfigError(f"study {study.study_name!r} records no kernel and no parameter of the I/O stack "
+                          f"(user attr 'space'); it was not made by iobo")
+    return stack.select(wanted)
+
+
+def study_workload(study) -> Workload | None:
+    """The workload a kernel study ran (ranks and options from its attrs), or None for other studies."""
+    attrs = study.user_attrs
+    if attrs.get("kernel") not in names():
+        return None
+    spec = get(attrs["kernel"])
+    return spec.workload(attrs["ranks"], spec.resolve_options(attrs.get("kernel_options", {})))

@@ -19,6 +19,7 @@ Importing it loads neither h5py nor mpi4py: each function imports what it needs.
 """
 
 from iobo.stack.applicability import (
+    environment_limits,
     LUSTRE,
     MPI_ONLY_HDF5,
     applicable,
@@ -59,6 +60,7 @@ from iobo.stack.hdf5 import (
 from iobo.stack.mpiio import byte_subarray, mpi_file_hints, mpi_info, mpi_open
 
 __all__ = [
+    "environment_limits",
     "ACTUAL_IO_MODES",
     "LUSTRE",
     "MPI_ONLY_HDF5",

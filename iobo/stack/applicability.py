@@ -53,6 +53,20 @@ def filesystem_type(path: Path) -> str:
     return fs_type
 
 
+def environment_limits(space, fs_type: str) -> dict[str, str]:
+    """Parameters of ``space`` that no configuration can make take effect on this file system: ``{name: reason}``.
+
+    Lustre's striping off Lustre. Unlike :func:`not_applicable`, this does not
+    depend on the configuration (a file per process also disables MPI-IO
+    hints, but only for that configuration), so the tuner can freeze these
+    knobs at their defaults for the rest of the study.
+    """
+    if fs_type == LUSTRE:
+        return {}
+    return {p.name: f"the output directory is on {fs_type}, not Lustre: striping hints have no effect"
+            for p in space if p.layer == "lustre"}
+
+
 def not_applicable(config: IOConfig, fs_type: str, file_per_process: bool) -> dict[str, str]:
     """Changed parameters that cannot take effect in this run: ``{name: reason}``.
 
