@@ -18,6 +18,9 @@ one trial.  The rules:
   less than a fraction (2%) of the incumbent's bandwidth: a bound on what is
   left to find, as Optuna's terminator bounds regret.  Aims at the final
   bandwidth rather than at RoTI.
+- :class:`RoTIPastPeak`: stop once RoTI has not risen for a few trials: the
+  last trials earned no more per minute than tuning has so far, seen in the
+  measured curve rather than predicted by the GP, after a minimum of trials.
 
 RoTI peaks early when one knob carries most of the gain (here: file per
 process, often found by the first search trials), so the rule that maximises
@@ -177,6 +180,34 @@ class ExpectedGainBelow(StopRule):
         return progress.gain() < self.fraction * incumbent
 
 
+class RoTIPastPeak(StopRule):
+    """Stop when RoTI has not risen over the last ``patience`` trials: it has passed its peak.
+
+    RoTI now and ``patience`` trials ago are both taken against the current
+    baseline, ``Progress.default_mb_per_s``: the median of the default runs
+    so far (with defaults re-measured through the study, the robust
+    baseline).  With ``G(t)`` the MB/s gained over the baseline after ``t``
+    minutes, ``RoTI(t) = G(t) / t`` falls exactly while ``G'(t) < RoTI(t)``,
+    so this is the :class:`MarginalRoTI` test with ``G'`` measured over the
+    last trials (MB/s gained per minute they took) instead of predicted by
+    the GP: the rule waits for the curve to flatten and needs no surrogate.
+    min_trials: trials before the rule may stop (default runs count); while
+    nothing beats the baseline (RoTI <= 0) it does not stop: the trial budget
+    does.
+    """
+
+    def __init__(self, patience: int = 2, min_trials: int = 8) -> None:
+        self.patience = _positive_int("RoTIPastPeak", "patience", patience)
+        self.min_trials = _positive_int("RoTIPastPeak", "min_trials", min_trials)
+
+    def should_stop(self, progress: Progress) -> bool:
+        if progress.trials < self.min_trials or progress.trials <= self.patience:
+            return False
+        back = -1 - self.patience
+        then = roti(progress.best_mb_per_s[back], progress.default_mb_per_s, progress.minutes[back])
+        return 0 < progress.roti <= then
+
+
 def oracle_stop(progress: Progress) -> int:
     """The trial count (1-based) at which stopping maximises RoTI, in hindsight."""
     rotis = [roti(b, progress.default_mb_per_s, m) for m, b in zip(progress.minutes, progress.best_mb_per_s)]
@@ -184,7 +215,12 @@ def oracle_stop(progress: Progress) -> int:
 
 
 # rules by their command-line name (`iobo tune --stop-rule`); a fixed budget is `--trials`
-RULES = {"marginal-roti": MarginalRoTI, "expected-gain": ExpectedGainBelow, "no-gain": NoRecentGain}
+RULES = {
+    "marginal-roti": MarginalRoTI,
+    "expected-gain": ExpectedGainBelow,
+    "no-gain": NoRecentGain,
+    "roti-peak": RoTIPastPeak,
+}
 
 
 def study_progress(study, with_gain: bool = False) -> Progress | None:

@@ -29,7 +29,8 @@ def add_parser(sub) -> None:
     p.add_argument("--stop-rule", choices=tuple(RULES),
                    help="end the study before --trials: when the GP's expected gain per minute falls to the "
                         "RoTI so far (marginal-roti), when the next trial is expected to add < 2%% "
-                        "(expected-gain), or after no 5%% gain in 5 trials (no-gain)")
+                        "(expected-gain), after no 5%% gain in 5 trials (no-gain), or when RoTI has not risen "
+                        "over 2 trials, after 8 (roti-peak)")
     p.add_argument("--confirm", type=common.non_negative_int, default=3, metavar="N",
                    help="afterwards, find the minimal configuration (which changes matter) and re-measure it and "
                         "the default N times each, interleaved, for a speedup with a confidence interval "
