@@ -143,6 +143,7 @@ class Tuner:
         self.launcher.check(self.ranks)
         Path(self.workdir).mkdir(parents=True, exist_ok=True)
         self._warmed_up = False
+        self.warmup_mb_per_s: list[float] = []  # the unrecorded warm-up runs of this tuner
 
     # -- public API ------------------------------------------------------------
     def run(self):
@@ -155,12 +156,12 @@ class Tuner:
         self._loop(study, asks=max(0, self.trials - finished), stop_rule=self.stop_rule, interleave=True)
         return study
 
-    def confirm(self, repeats: int = 5, minimize: bool = True):
+    def confirm(self, repeats: int = 5, minimize: bool = True, pairs: int = 3):
         """Re-measure the default and the recommended configuration ``repeats`` times each, interleaved.
 
         With ``minimize`` (and no minimal configuration made from the current
-        best trial yet), :meth:`minimize` runs first, so what is confirmed is
-        what ``iobo export`` gives. Returns the study.
+        best trial yet), :meth:`minimize` runs first (``pairs`` per test), so
+        what is confirmed is what ``iobo export`` gives. Returns the study.
         """
         from iobo.minimize import MINIMAL_ATTR, recommended
 
@@ -172,7 +173,7 @@ class Tuner:
             raise ConfigError(f"study {self.study!r} has no completed trial to confirm; run `iobo tune` first")
         minimal = study.user_attrs.get(MINIMAL_ATTR)
         if minimize and not (minimal and minimal["from_trial"] == best.number):
-            self.minimize()
+            self.minimize(pairs)
         values, source = recommended(study, self.space, self.workload)
         default = self.space.default()
         runs = []
@@ -290,7 +291,7 @@ class Tuner:
         """Unrecorded runs of the system default until two in a row agree within ``WARMUP_AGREEMENT`` (at most
         ``WARMUP_RUNS``): what a cold start costs (page cache, MPI-IO set-up) is not measured as the default."""
         self._warmed_up = True
-        seen: list[float] = []
+        seen = self.warmup_mb_per_s
         for _ in range(WARMUP_RUNS):
             try:
                 outcome = runner.submit(self._job(self.space.default(), "warmup")).result()

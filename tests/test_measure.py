@@ -10,7 +10,7 @@ from iobo.measure import Measurement, Spread, bandwidth_mb_per_s, mixed_objectiv
 
 def test_bandwidth_is_decimal_megabytes_per_second():
     assert bandwidth_mb_per_s(2_000_000, 0.5) == 4.0
-    with pytest.raises(ValueError, match="seconds must be positive"):
+    with pytest.raises(KernelError, match="a bandwidth needs a positive duration"):
         bandwidth_mb_per_s(1, 0)
 
 

@@ -38,7 +38,7 @@ def test_one_knob_that_carries_the_gain_is_all_that_stays():
     minimal = walk_back(SPACE, WORKLOAD, INCUMBENT, 7, measure, pairs=3)
     assert minimal.changes == {"files": "per_process"}
     files = minimal.contribution("files")
-    assert files.kept and files.interval[0] > 1.5 and files.ratio == pytest.approx(1.8, rel=0.1)
+    assert files.kept and files.interval[0] > 1.2 and files.ratio == pytest.approx(1.8, rel=0.1)
     # every other change was dropped by a test, not silently
     assert all(not s.kept for s in minimal.steps if "files" not in s.knobs)
     # pairs alternate which arm runs first, so a drift cannot favour one arm

@@ -189,7 +189,7 @@ def test_report_files_of_a_real_study_match_its_trials(storage, scratch, tmp_pat
     tuner = Tuner(kernel="vpic", ranks=2, trials=5, storage=storage, study="real", workdir=str(scratch),
                   kernel_options=SMALL_VPIC, sampler=optuna.samplers.TPESampler(seed=0), echo=None)
     study = tuner.run()
-    tuner.confirm(repeats=2)
+    tuner.confirm(repeats=2, minimize=False)
     out = tmp_path / "report"
     assert main(["report", "--storage", storage, "--study", "real", "--out", str(out)]) == 0
     printed, written = capsys.readouterr()
@@ -206,9 +206,10 @@ def test_report_files_of_a_real_study_match_its_trials(storage, scratch, tmp_pat
     trials = study.get_trials()
     runs = {role: [t.value for t in trials if t.user_attrs["role"] == role]
             for role in (ROLE_DEFAULT, ROLE_SEARCH, ROLE_CONFIRM_DEFAULT, ROLE_CONFIRM_BEST)}
-    best = max(trials, key=lambda t: t.value)
-    assert numbers["default_mb_per_s"]["runs"] == runs[ROLE_DEFAULT]
-    assert numbers["default_mb_per_s"]["median"] == statistics.median(runs[ROLE_DEFAULT])
+    best = max((t for t in trials if t.user_attrs["role"] in (ROLE_DEFAULT, ROLE_SEARCH)), key=lambda t: t.value)
+    baseline = runs[ROLE_DEFAULT] + runs[ROLE_CONFIRM_DEFAULT]  # every default run, re-measurements included
+    assert numbers["default_mb_per_s"]["runs"] == baseline
+    assert numbers["default_mb_per_s"]["median"] == statistics.median(baseline)
     assert (numbers["best_mb_per_s"], numbers["best_trial"]) == (best.value, best.number)
     assert numbers["confirm_best_mb_per_s"]["runs"] == runs[ROLE_CONFIRM_BEST]
     median_default = statistics.median(runs[ROLE_CONFIRM_DEFAULT])
@@ -221,19 +222,20 @@ def test_report_files_of_a_real_study_match_its_trials(storage, scratch, tmp_pat
     minutes = (max(t.datetime_complete for t in tuning) - min(t.datetime_start for t in tuning)).total_seconds() / 60
     assert numbers["tuning_minutes"] == pytest.approx(minutes)
     best_so_far = max(t.value for t in tuning)
-    gained = best_so_far - statistics.median(runs[ROLE_DEFAULT])
+    gained = best_so_far - statistics.median(baseline)
     assert numbers["roti_mb_per_s_per_min"] == pytest.approx(gained / minutes)
     nbytes = best.user_attrs["bytes"]
     saved = nbytes / (median_default * 1e6) - nbytes / (median_best * 1e6)
     assert numbers["viability_runs"] == (pytest.approx(minutes * 60 / saved) if saved > 0 else None)
     space = kernels.get("vpic").space()
-    config = {**space.default(), **best.user_attrs["config"]}
+    not_applied = best.user_attrs["not_applied"]  # left at their defaults in the recommendation
+    config = {**space.default(), **{k: v for k, v in best.user_attrs["config"].items() if k not in not_applied}}
     for layer, rows in numbers["best_by_layer"].items():
         for row in rows:
             p = space[row["parameter"]]
             assert p.layer == layer
             assert row["best"] == (format_value(config[p.name], p.unit) if p.name in config else "-")
-    assert numbers["importances"] is None  # 5 tuning trials are too few
+    assert numbers["importance"] is None  # 5 tuning trials are too few for the GP's view
 
     page = (out / "report.html").read_text()
     assert f"{numbers['speedup']:.2f}x, 95% CI {low:.2f}x - {high:.2f}x" in page

@@ -32,7 +32,7 @@ def test_short_study_stores_complete_trials_with_their_attrs(storage, scratch):
     trials = study.get_trials()
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 5
     assert [t.user_attrs["role"] for t in trials[:3]] == [ROLE_DEFAULT] * 3
-    assert all(t.params == trials[0].params for t in trials[:3])  # the default, three times
+    assert all(t.user_attrs["config"] == trials[0].user_attrs["config"] for t in trials[:3])  # the default, 3 times
     first = trials[0]
     assert first.value > 0
     assert first.user_attrs["bytes"] == 2 * SMALL_VPIC["particles"] * 8 * 4 * SMALL_VPIC["steps"]

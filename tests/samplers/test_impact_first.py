@@ -163,7 +163,7 @@ def test_cli_tunes_impact_first_from_a_ranking_stored_in_the_storage(storage, sc
     earlier.set_user_attr("importance",
                           {"gp-sensitivity": {"files": 0.6, "cb_buffer_size": 0.3, "romio_cb_write": 0.1}})
     code = main(["tune", "vpic", "--ranks", "2", "--trials", "5", "--storage", storage, "--study", "new",
-                 "--workdir", str(scratch), "--sampler", "impact-first",
+                 "--workdir", str(scratch), "--sampler", "impact-first", "--confirm", "0",
                  "--option", f"particles={SMALL_VPIC['particles']}", "--option", "steps=2"])
     assert code == 0, capsys.readouterr().err
     search = optuna.load_study(study_name="new", storage=storage).trials[3:]

@@ -1,5 +1,6 @@
 """A cold start for the baseline tests: the real VPIC-IO kernel, except that the first run in a
-directory (``$COLD_VPIC_MARKER`` not there yet) waits 0.2 s before each step's write, inside the timed
+directory (``$COLD_VPIC_MARKER`` not there yet; rank 0 creates it as the run starts) waits 0.2 s before each
+step's write, inside the timed
 open + write + close, as a first run after start-up pays for cold caches and MPI-IO initialisation.
 
 Registered as a user kernel (``iobo.kernels.register``).

@@ -34,8 +34,12 @@ def test_the_tuner_uses_the_pipelines_parsl_with_k_in_flight_and_leaves_it_loade
         assert [t.state for t in trials] == [TrialState.COMPLETE] * 4
         assert trials[1].user_attrs["started_unix"] < trials[0].datetime_complete.timestamp()  # 2 in flight
         best = tuner.best_config()
-        assert isinstance(best, IOConfig) and best.values == max(trials, key=lambda t: t.value).user_attrs["config"]
-        assert dfk.task_count == 2 + 4  # the pipeline's two tasks and the four trials, all through this DFK
+        top = max(trials, key=lambda t: t.value)  # its knobs that did not apply stay at their defaults
+        expected = {k: tuner.space[k].default if k in top.user_attrs["not_applied"] else v
+                    for k, v in top.user_attrs["config"].items()}
+        assert isinstance(best, IOConfig) and best.values == expected
+        # the pipeline's two tasks, the unrecorded warm-up runs and the four trials, all through this DFK
+        assert dfk.task_count == 2 + len(tuner.warmup_mb_per_s) + 4
     finally:
         dfk.cleanup()
         parsl.clear()
