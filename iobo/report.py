@@ -271,12 +271,14 @@ def build_report(study) -> StudyReport:
         got = study_trials.values_of(trials, role)
         return Spread(got) if got else None
 
-    kernel = study.user_attrs.get("kernel", "?")
+    attrs = study.user_attrs
+    kernel = attrs["kernel"] if "kernel" in attrs else study_trials.subject(attrs)
     best = study_trials.best_trial(study)
     best_config: dict[str, Any] = {}
     best_by_layer: dict[str, list[tuple[str, str, str]]] = {}
     if best is not None:
-        space = kernels.get(kernel).space() if kernel in kernels.names() else None
+        space = study_trials.stored_space(study) or (kernels.get(kernel).space() if kernel in kernels.names()
+                                                     else None)
         config = study_trials.config_of(best)
         if space:
             full = IOConfig(config, space)

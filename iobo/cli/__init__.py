@@ -13,7 +13,7 @@ import sys
 
 from iobo.errors import IoboError
 
-COMMANDS = ("tune", "confirm", "best", "export", "report", "importance", "space", "kernels", "characterize",
+COMMANDS = ("tune", "confirm", "best", "export", "run", "report", "importance", "space", "kernels", "characterize",
             "dashboard")
 """The commands, in the order ``iobo --help`` lists them; each is the module ``iobo.cli.<name>``."""
 

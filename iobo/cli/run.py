@@ -1,0 +1,96 @@
+"""``iobo run [--ranks N] -- PROGRAM ARGS``: run a program with a study's recommended configuration, in one step.
+
+The program gets the preload shim (``LD_PRELOAD``), the configuration's
+``IOBO_*`` variables and an absolute ``ROMIO_HINTS`` file
+(:func:`iobo.adapters.program_environment`) and, for a study of a command,
+its knobs set away from their defaults: environment knobs set, the
+fragments of the others appended to the command. With ``--ranks N`` it starts under the MPI launcher
+(``mpiexec -n N``); otherwise as given (put your own launcher in front:
+the environment reaches the ranks). The exit code is the program's.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from iobo.cli import common
+from iobo.errors import ConfigError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("run", help="run a program with the study's recommended configuration (shim, hints, knobs)")
+    common.add_storage_args(p)
+    p.add_argument("--ranks", type=int, help="start the program on N ranks with the MPI launcher")
+    p.add_argument("--mpiexec", default=None, help="MPI launcher for --ranks (default: mpiexec.mpich or $IOBO_MPIEXEC)")
+    p.add_argument("--hints-path", help="where to write the ROMIO hints file (default: a temporary file)")
+    p.add_argument("--report", metavar="PREFIX", help="have the shim write PREFIX.<rank>.json and print what took "
+                                                      "effect and the bandwidth it measured")
+    p.add_argument("argv", nargs="*", metavar="-- PROGRAM ARGS", help="the program and its arguments, after --")
+
+
+def run(args) -> int:
+    import subprocess
+
+    from iobo import adapters
+    from iobo.config import IOConfig
+    from iobo.minimize import recommended
+    from iobo.space import format_value
+
+    if not args.argv:
+        raise ConfigError("iobo run needs the program to run after --, e.g. iobo run -- ./app -o out.h5")
+    study = common.load_study(args.storage, args.study)
+    space = common.study_space(study)
+    values, source = recommended(study, space)
+    config = IOConfig(values, space)
+    argv = list(args.argv)
+    knob_env: dict[str, str | None] = {}
+    changed = config.changed()
+    app = {p.name for p in space.layer("app")}
+    if "command" in study.user_attrs:
+        words, knob_env = common.study_spec(study).knob_args(values)
+        argv += words
+    elif changed.keys() & app:
+        skipped = ", ".join(f"{k}={changed[k]}" for k in sorted(changed.keys() & app))
+        print(f"iobo run: not applied: {skipped} (the application parameters of {study.user_attrs.get('kernel')!r}; "
+              f"set them on your program yourself)", file=sys.stderr)
+    shown = ", ".join(f"{k}={format_value(v, space[k].unit)}" for k, v in changed.items()) or "the system default"
+    print(f"iobo run: study {study.study_name!r}, {source}: {shown}", file=sys.stderr)
+
+    if args.report:
+        Path(args.report).resolve().parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="iobo-run-") as scratch:
+        hints = Path(args.hints_path or Path(scratch) / "romio-hints").resolve()
+        env = adapters.program_environment(config, hints, args.report)
+        for variable, value in knob_env.items():
+            if value is None:
+                env.pop(variable, None)
+            else:
+                env[variable] = value
+        if args.ranks is not None:
+            launcher = common.launcher(args.mpiexec)
+            launcher.check(args.ranks)
+            argv = launcher.command(args.ranks, argv)
+        print(f"iobo run: {' '.join(argv)}", file=sys.stderr, flush=True)
+        try:
+            code = subprocess.run(argv, env=env).returncode
+        except FileNotFoundError as exc:
+            raise ConfigError(f"cannot start {argv[0]!r}: {exc.strerror}; is it installed and on PATH?") from None
+    if args.report:
+        try:
+            _summary(adapters.read_report(args.report))
+        except ConfigError as exc:
+            print(f"iobo run: no report from the shim (the program exited with code {code}): {exc}", file=sys.stderr)
+    return code
+
+
+def _summary(report) -> None:
+    """What the shim measured and what did not take effect, on stderr."""
+    if report["mb_per_s"] is not None:
+        moved = report["bytes_written"] + report["bytes_read"]
+        print(f"iobo run: {report['mb_per_s']:,.1f} MB/s ({moved:,} bytes in {report['io_seconds']:.4g} s of "
+              f"{report['level']} I/O on the slowest rank)", file=sys.stderr)
+    for item in report["not_applied"]:
+        effect = f"in effect {item['in_effect']}" if item["in_effect"] is not None else "never applied"
+        print(f"iobo run: {item['variable']}={item['requested']}: {effect} ({item['reason']})", file=sys.stderr)
