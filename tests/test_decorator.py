@@ -130,7 +130,7 @@ def test_a_failing_task_is_a_fail_trial_and_other_tasks_go_on(dfk, storage, scra
     assert "BashExitFailure" in trials[1].user_attrs["fail_reason"]
     assert "exit code 3" in trials[1].user_attrs["fail_reason"]
     written = (scratch / "working.txt").read_text()
-    assert trials[0].user_attrs["bytes"] == len(written) and trials[0].user_attrs["timed_by"] == "iobo"
+    assert trials[0].user_attrs["bytes"] == len(written) and trials[0].user_attrs["timed_by"] == "parsl"
     assert f"IOBO_CB_BUFFER_SIZE={4 * 1024 * 1024}" in written
     assert f"ROMIO_HINTS={scratch / 'working.txt.hints'}" in written
     assert (scratch / "working.txt.hints").read_text() == f"cb_buffer_size {4 * 1024 * 1024}\n"
@@ -212,12 +212,12 @@ def test_measure_takes_the_tasks_report_or_its_declared_files(tmp_path):
 
     record = {"try_time_launched": datetime.datetime(2026, 1, 1, 0, 0, 0),
               "try_time_returned": datetime.datetime(2026, 1, 1, 0, 0, 2)}
-    assert measure(1000, (), record) == (1000, 2.0, "iobo")
+    assert measure(1000, (), record) == (1000, 2.0, "parsl")
     assert measure({"bytes": 1000, "seconds": 0.5}, (), record) == (1000, 0.5, "task")
     path = tmp_path / "out.bin"
     path.write_bytes(b"x" * 300)
-    assert measure(None, [File(str(path))], record) == (300, 2.0, "iobo")
-    assert measure("done", [str(path)], record) == (300, 2.0, "iobo")
+    assert measure(None, [File(str(path))], record) == (300, 2.0, "parsl")
+    assert measure("done", [str(path)], record) == (300, 2.0, "parsl")
     with pytest.raises(KernelError, match="declared no outputs"):
         measure(None, (), record)
     with pytest.raises(KernelError, match="cannot be measured"):
