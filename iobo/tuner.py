@@ -144,6 +144,7 @@ class Tuner:
             )
         # the default must itself be valid for this workload (e.g. chunk vs dataset)
         IOConfig.from_values(self.space.default(), self.space, self.workload)
+        spec.check()
         self.launcher.check(self.ranks)
         Path(self.workdir).mkdir(parents=True, exist_ok=True)
         self._warmed_up = False

@@ -4,9 +4,14 @@ The program gets the preload shim (``LD_PRELOAD``), the configuration's
 ``IOBO_*`` variables and an absolute ``ROMIO_HINTS`` file
 (:func:`iobo.adapters.program_environment`) and, for a study of a command,
 its knobs set away from their defaults: environment knobs set, the
-fragments of the others appended to the command. With ``--ranks N`` it starts under the MPI launcher
-(``mpiexec -n N``); otherwise as given (put your own launcher in front:
-the environment reaches the ranks). The exit code is the program's.
+fragments of the others appended to the command. With ``--ranks N`` it
+starts under the MPI launcher (``mpiexec -n N``); otherwise as given (put
+your own launcher in front: the environment reaches the ranks).
+
+A study of a command also runs without PROGRAM: its own command template,
+filled in with the recommended knobs (``{workdir}`` is ``--workdir``), in
+the directory it was tuned from, on the study's ranks unless ``--ranks``.
+The exit code is the program's.
 """
 
 from __future__ import annotations
@@ -27,30 +32,40 @@ def add_parser(sub) -> None:
     p.add_argument("--hints-path", help="where to write the ROMIO hints file (default: a temporary file)")
     p.add_argument("--report", metavar="PREFIX", help="have the shim write PREFIX.<rank>.json and print what took "
                                                       "effect and the bandwidth it measured")
-    p.add_argument("argv", nargs="*", metavar="-- PROGRAM ARGS", help="the program and its arguments, after --")
+    p.add_argument("--workdir", default=".", help="{workdir} of a command study's template run without PROGRAM "
+                                                  "(default: the current directory)")
+    p.add_argument("argv", nargs="*", metavar="-- PROGRAM ARGS", help="the program and its arguments, after -- "
+                                                                      "(optional for a study of a command)")
 
 
 def run(args) -> int:
     import subprocess
 
-    from iobo import adapters
+    from iobo import adapters, trials
     from iobo.config import IOConfig
     from iobo.minimize import recommended
     from iobo.space import format_value
 
-    if not args.argv:
-        raise ConfigError("iobo run needs the program to run after --, e.g. iobo run -- ./app -o out.h5")
     study = common.load_study(args.storage, args.study)
     space = common.study_space(study)
     values, source = recommended(study, space)
     config = IOConfig(values, space)
-    argv = list(args.argv)
+    argv, cwd, ranks = list(args.argv), None, args.ranks
     knob_env: dict[str, str | None] = {}
     changed = config.changed()
     app = {p.name for p in space.layer("app")}
     if "command" in study.user_attrs:
-        words, knob_env = common.study_spec(study).knob_args(values)
-        argv += words
+        spec = common.study_spec(study)
+        if argv:
+            words, knob_env = spec.knob_args(values)
+            argv += words
+        else:  # the tuned command itself
+            ranks = ranks or study.user_attrs["ranks"]
+            argv, knob_env = spec.render(values, Path(args.workdir).resolve(), "run", ranks)
+            cwd = spec.cwd
+    elif not argv:
+        raise ConfigError(f"iobo run needs the program to run after -- (study {study.study_name!r} tuned "
+                          f"{trials.subject(study.user_attrs)}, not a command), e.g. iobo run -- ./app -o out.h5")
     elif changed.keys() & app:
         skipped = ", ".join(f"{k}={changed[k]}" for k in sorted(changed.keys() & app))
         print(f"iobo run: not applied: {skipped} (the application parameters of {study.user_attrs.get('kernel')!r}; "
@@ -68,13 +83,13 @@ def run(args) -> int:
                 env.pop(variable, None)
             else:
                 env[variable] = value
-        if args.ranks is not None:
+        if ranks is not None:
             launcher = common.launcher(args.mpiexec)
-            launcher.check(args.ranks)
-            argv = launcher.command(args.ranks, argv)
+            launcher.check(ranks)
+            argv = launcher.command(ranks, argv)
         print(f"iobo run: {' '.join(argv)}", file=sys.stderr, flush=True)
         try:
-            code = subprocess.run(argv, env=env).returncode
+            code = subprocess.run(argv, env=env, cwd=cwd).returncode
         except FileNotFoundError as exc:
             raise ConfigError(f"cannot start {argv[0]!r}: {exc.strerror}; is it installed and on PATH?") from None
     if args.report:
