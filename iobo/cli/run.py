@@ -4,7 +4,8 @@ The program gets the preload shim (``LD_PRELOAD``), the configuration's
 ``IOBO_*`` variables and an absolute ``ROMIO_HINTS`` file
 (:func:`iobo.adapters.program_environment`) and, for a study of a command,
 its knobs set away from their defaults: environment knobs set, the
-fragments of the others appended to the command. With ``--ranks N`` it
+fragments of the knobs the tuned command appends appended to the command
+(those it placed at ``{KNOB}`` are named on stderr, for you to place). With ``--ranks N`` it
 starts under the MPI launcher (``mpiexec -n N``); otherwise as given (put
 your own launcher in front: the environment reaches the ranks).
 
@@ -57,8 +58,12 @@ def run(args) -> int:
     if "command" in study.user_attrs:
         spec = common.study_spec(study)
         if argv:
-            words, knob_env = spec.knob_args(values)
+            words, knob_env, placed = spec.knob_args(values)
             argv += words
+            for name, fragment in placed.items():
+                print(f"iobo run: not applied: knob {name}={values[name]} ({fragment!r} goes where the tuned command "
+                      f"has {{{name}}}: {spec.template}); add it to your command, or run `iobo run` without PROGRAM",
+                      file=sys.stderr)
         else:  # the tuned command itself
             ranks = ranks or study.user_attrs["ranks"]
             argv, knob_env = spec.render(values, Path(args.workdir).resolve(), "run", ranks)

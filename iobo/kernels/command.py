@@ -464,20 +464,25 @@ class CommandSpec(JobSpec):
         except (KeyError, TypeError) as exc:
             raise ConfigError(f"the study's command attr is not one iobo wrote ({exc!r}): {str(attr)[:200]}") from None
 
-    def knob_args(self, values: Mapping[str, Any]) -> tuple[list[str], dict[str, str | None]]:
-        """The knobs of ``values`` set away from their defaults, for a production command: (words to append:
-        the fragment knobs', variable -> value of the environment knobs (None: unset))."""
+    def knob_args(self, values: Mapping[str, Any]) -> tuple[list[str], dict[str, str | None], dict[str, str]]:
+        """The knobs of ``values`` set away from their defaults, for a production command: (the words to append,
+        of the knobs the template appends; variable -> value of the environment knobs (None: unset); knob ->
+        fragment of the knobs the template places at ``{KNOB}``, which only the program's user can place)."""
         words: list[str] = []
         env: dict[str, str | None] = {}
+        placed: dict[str, str] = {}
+        fields = set(self._fields())
         for knob in self.knobs:
             value = values.get(knob.name, knob.default)
             if value == knob.default:
                 continue
             if knob.env:
                 env[knob.env] = knob.fragment(value) or None
+            elif knob.name in fields:
+                placed[knob.name] = knob.fragment(value)
             else:
                 words += shlex.split(knob.fragment(value))
-        return words, env
+        return words, env, placed
 
     def env_text(self, config, hints_path: str) -> str:
         """``iobo export --format env`` of a configuration of this command: the I/O stack's ``export`` lines
@@ -487,10 +492,12 @@ class CommandSpec(JobSpec):
 
         stack = config.space.select([p.name for p in config.space if p.layer != "app"])
         text = IOConfig({k: v for k, v in config.values.items() if k in stack}, stack).env_text(hints_path)
-        words, env = self.knob_args(config.values)
+        words, env, placed = self.knob_args(config.values)
         lines = [f"export {k}={shlex.quote(v)}" if v is not None else f"unset {k}" for k, v in env.items()]
         if words:
-            lines.append(f"# add to the command: {shlex.join(words)}  (iobo run -- PROGRAM ARGS adds it)")
+            lines.append(f"# add to the end of the command: {shlex.join(words)}  (iobo run -- PROGRAM ARGS adds it)")
+        lines += [f"# put {fragment!r} where the command template has {{{name}}}: {self.template}"
+                  for name, fragment in placed.items()]
         return text + "".join(line + "\n" for line in lines)
 
 

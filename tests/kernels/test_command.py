@@ -37,6 +37,25 @@ def test_render_fills_placeholders_appends_fragments_and_sets_environment_knobs(
     assert "romio_cb_read" in space and "cb_buffer_size" in space  # the shim applies read hints too
 
 
+def test_production_lines_carry_the_knobs_away_from_their_defaults():
+    suffix = Knob("suffix", (("plain", ""), ("tagged", "-tagged")))
+    spec = CommandSpec("true {workdir}/a{suffix}.h5", knobs=(FILES, THREADS, suffix))
+    values = {**spec.space().default(), "cb_buffer_size": 4 * 1024 * 1024, "files": "per_process",
+              "threads": "4", "suffix": "tagged"}
+    assert spec.knob_args(values) == (["-F"], {"APP_THREADS": "4"}, {"suffix": "-tagged"})
+    assert spec.knob_args(spec.space().default()) == ([], {}, {})
+    from iobo.config import IOConfig
+
+    text = spec.env_text(IOConfig(values, spec.space()), "/abs/romio-hints")
+    assert text.splitlines() == [
+        "export IOBO_CB_BUFFER_SIZE=4194304",
+        "export ROMIO_HINTS=/abs/romio-hints",
+        "export APP_THREADS=4",
+        "# add to the end of the command: -F  (iobo run -- PROGRAM ARGS adds it)",
+        "# put '-tagged' where the command template has {suffix}: true {workdir}/a{suffix}.h5",
+    ]
+
+
 def test_knob_and_objective_parse_the_command_line_forms():
     assert Knob.parse("files=shared:,per_process:-F") == FILES
     assert Knob.parse("block=1m,4m") == Knob("block", (("1m", "1m"), ("4m", "4m")))
