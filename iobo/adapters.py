@@ -222,6 +222,14 @@ def _not_applied(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return listed + list(merged.values())
 
 
+def run_measure(report: Mapping[str, Any]) -> tuple[int, float]:
+    """What a run's bandwidth is made of: (bytes the program moved, at its topmost level; the slowest rank's
+    seconds in I/O calls at any level, ``all_levels_seconds``). The second also holds the library's own I/O
+    outside the program's calls, so a setting cannot look fast by moving work out of ``H5Dwrite`` (fill
+    values written at ``H5Dcreate``). (0, 0.0) for a run without I/O."""
+    return report["bytes_written"] + report["bytes_read"], report["all_levels_seconds"]
+
+
 def read_report(prefix: str | os.PathLike) -> dict[str, Any]:
     """The shim's report of one run, merged over the ranks' ``<prefix>.<rank>.json``.
 
@@ -231,13 +239,19 @@ def read_report(prefix: str | os.PathLike) -> dict[str, Any]:
     level; ``io_seconds`` is the max over ranks of the seconds inside that
     level's reads and writes (the slowest rank, ``slowest_rank``), and
     ``mb_per_s`` their ratio (MB = 10**6 bytes; None without I/O time).
+    ``all_levels_seconds`` is the max over ranks of the rank's longest level
+    (``all_levels_rank`` that rank): it also holds the I/O a library does
+    outside the program's own calls (HDF5 writing fill values at
+    ``H5Dcreate`` or metadata at ``H5Fclose`` makes MPI-IO and POSIX calls
+    that no ``H5Dwrite`` contains), which ``io_seconds`` leaves out.
     The levels nest, so ``levels`` reports each separately and never adds
     them up. ``effective`` holds the hints and HDF5 settings read back per
     file, the datasets' layouts and the transfer modes HDF5 used;
     ``not_applied`` the requested settings that did not take effect (each
     with ``reason``; ``in_effect`` None for one that never found a call to
     act on), and ``applied`` per setting the calls summed over ranks where it
-    could act, was set, and was read back in effect or not; ``warnings`` what the shim printed at exit, and whether ranks
+    could act, was set, and was read back in effect or not; ``warnings``
+    what the shim printed at exit, and whether ranks
     are missing.
     """
     paths = report_files(prefix)
@@ -255,6 +269,7 @@ def read_report(prefix: str | os.PathLike) -> dict[str, Any]:
     bytes_read = levels[level]["read"]["bytes"] if level else 0
     slowest = max(ranks, key=lambda r: _seconds(r, level)) if level else None
     io_seconds = _seconds(slowest, level) if slowest else 0.0
+    busy = {r["rank"]: max(_seconds(r, name) for name in LEVELS) for r in ranks}
     moved = bytes_written + bytes_read
     linked = {r["hdf5_linked"] for r in ranks}
     warnings: list[str] = []
@@ -272,6 +287,8 @@ def read_report(prefix: str | os.PathLike) -> dict[str, Any]:
         "io_seconds": io_seconds,
         "slowest_rank": slowest["rank"] if slowest else None,
         "mb_per_s": bandwidth_mb_per_s(moved, io_seconds) if moved and io_seconds > 0 else None,
+        "all_levels_seconds": max(busy.values()),
+        "all_levels_rank": max(busy, key=busy.get),
         "levels": levels,
         "per_rank": [{"rank": r["rank"], "levels": r["levels"]} for r in ranks],
         "hdf5_linked": next((kind for kind in ("dynamic", "static", "none") if kind in linked), "none"),

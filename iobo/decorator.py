@@ -38,7 +38,7 @@ the configuration without a change, and write the shim's report.
 Bandwidth = bytes / seconds / 1e6, from the first of:
 
 - for a bash app, the shim's accounting of the programs it ran (bytes over
-  the slowest rank's seconds inside the I/O calls, ``timed_by="shim"``),
+  the slowest rank's seconds in I/O calls at any level, ``timed_by="shim"``),
   stored on the trial with what took effect (``not_applied``, ``effective``,
   ``hints``, ``io``);
 - what the app returns: the bytes it wrote (an int) or ``{"bytes": ...,
@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from iobo import trials
+from iobo.adapters import run_measure
 from iobo.config import IOConfig
 from iobo.errors import ConfigError, KernelError
 from iobo.measure import bandwidth_mb_per_s
@@ -297,7 +298,7 @@ class TunedApp:
         attrs: dict[str, Any] = {}
         report, no_report = shim.read() if shim is not None else (None, "")
         if report is not None:
-            nbytes, seconds, timed_by = report["bytes_written"] + report["bytes_read"], report["io_seconds"], "shim"
+            (nbytes, seconds), timed_by = run_measure(report), "shim"
             attrs = trials.shim_attrs(report, config.values)
         else:
             try:
@@ -363,7 +364,7 @@ class ShimRun:
             report = read_report(self.prefix)
         except ConfigError as exc:
             return None, f"no shim report: the command started no program under the shim ({exc.args[0][:200]})"
-        if report["mb_per_s"] is None:
+        if run_measure(report)[1] <= 0:
             return None, "the shim's report shows no I/O time: the programs the command ran moved no data"
         return report, ""
 

@@ -129,7 +129,8 @@ class KernelJob:
 
     kernel: a registered name or the spec itself (a ``KernelSpec``: ship it
     when the kernel was registered in this process only, workers elsewhere
-    have their own registry; or a ``CommandSpec``); values: the configuration (parameter -> value); options: kernel options;
+    have their own registry; or a ``CommandSpec``); values: the
+    configuration (parameter -> value); options: kernel options;
     workdir: where the trial's directory is made (the file system under test);
     timeout_s: wall-clock limit of the MPI job in seconds; keep: keep files;
     on_step: called where the job runs with each step event, returns True to

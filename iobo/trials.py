@@ -325,7 +325,8 @@ def outcome_attrs(outcome: Mapping[str, Any]) -> dict[str, Any]:
 
 
 SHIM_KEYS = ("io", "partly_applied", "shim_warnings", "measured_by")
-"""Trial attrs of a program run under the preload shim, besides effective, hints and not_applied (see :func:`shim_attrs`)."""
+"""Trial attrs of a program run under the preload shim, besides effective, hints and not_applied
+(see :func:`shim_attrs`)."""
 
 
 def shim_attrs(report: Mapping[str, Any], config_values: Mapping[str, Any]) -> dict:
@@ -362,7 +363,7 @@ def shim_attrs(report: Mapping[str, Any], config_values: Mapping[str, Any]) -> d
         effective[f"dataset {name}"] = dataset["layout"] + (f" {dataset['chunk']}" if dataset.get("chunk") else "")
     hints = next(iter(files["mpiio"].values()))["hints"] if files["mpiio"] else {}
     io = {key: report[key] for key in ("level", "ranks", "bytes_written", "bytes_read", "io_seconds", "slowest_rank",
-                                       "hdf5_linked", "hdf5_calls")}
+                                       "all_levels_seconds", "all_levels_rank", "hdf5_linked", "hdf5_calls")}
     io["levels"] = report["levels"]
     io["files"] = {level: sorted(names)[:20] for level, names in files.items()}
     return {

@@ -107,10 +107,10 @@ def run(args) -> int:
 
 def _summary(report) -> None:
     """What the shim measured and what did not take effect, on stderr."""
-    if report["mb_per_s"] is not None:
-        moved = report["bytes_written"] + report["bytes_read"]
-        print(f"iobo run: {report['mb_per_s']:,.1f} MB/s ({moved:,} bytes in {report['io_seconds']:.4g} s of "
-              f"{report['level']} I/O on the slowest rank)", file=sys.stderr)
+    moved, seconds = adapters.run_measure(report)
+    if moved and seconds > 0:
+        print(f"iobo run: {moved / seconds / 1e6:,.1f} MB/s ({moved:,} bytes of {report['level']} I/O; the slowest "
+              f"rank spent {seconds:.4g} s in I/O calls)", file=sys.stderr)
     for item in report["not_applied"]:
         effect = f"in effect {item['in_effect']}" if item["in_effect"] is not None else "never applied"
         print(f"iobo run: {item['variable']}={item['requested']}: {effect} ({item['reason']})", file=sys.stderr)

@@ -29,8 +29,11 @@ for an environment knob, to the value of a variable (``""``: unset). The
 first value is the program's default, the baseline.
 
 Objectives (:class:`Objective`), by preference: ``shim`` (the default: the
-shim's accounting of the I/O calls, bytes over the slowest rank's seconds
-inside them, at the topmost level seen: HDF5, else MPI-IO, else POSIX);
+shim's accounting of the I/O calls, :func:`iobo.adapters.run_measure`: the
+bytes the program moved at its topmost level, HDF5, else MPI-IO, else
+POSIX, over the slowest rank's seconds in I/O calls at any level, so that
+the I/O HDF5 does outside ``H5Dwrite``, fill values at ``H5Dcreate`` say,
+counts too);
 ``regex:PATTERN`` or ``json:PATH`` on the program's stdout (a bandwidth, in
 ``unit``); ``wall`` (bytes of the files left in ``{workdir}`` over the
 job's wall time). Whatever the objective, the shim's report (what took
@@ -53,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iobo.adapters import run_measure
 from iobo.errors import ConfigError, KernelError, SpaceError
 from iobo.kernels import JobSpec, Launch
 from iobo.kernels.inputs import READ_HINTS, stack_subspace
@@ -195,7 +199,7 @@ class Objective:
 
     def describe(self) -> str:
         if self.kind == "shim":
-            return "the shim's I/O accounting (bytes over the slowest rank's seconds in I/O calls)"
+            return "the shim's I/O accounting (bytes over the slowest rank's seconds in I/O calls at any level)"
         if self.kind == "wall":
             return "bytes of the files left in {workdir} over the job's wall time"
         return f"{self.kind} {self.pattern!r} on stdout, in {self.unit}"
@@ -203,15 +207,14 @@ class Objective:
     def measure(self, stdout: Sequence[str], report: Mapping[str, Any] | None, no_report: str, workdir: Path,
                 wall_s: float) -> tuple[float, int, float]:
         """(MB/s, bytes, seconds) of one run; :class:`KernelError` with the reason when the run does not show it."""
-        moved = (report["bytes_written"] + report["bytes_read"]) if report else 0
-        shim_seconds = report["io_seconds"] if report else 0.0
+        moved, shim_seconds = run_measure(report) if report else (0, 0.0)
         if self.kind == "shim":
             if report is None:
                 raise KernelError(f"no I/O accounting: {no_report}; or choose --objective regex:, json: or wall")
-            if not moved or report["mb_per_s"] is None:
+            if not moved or shim_seconds <= 0:
                 raise KernelError("the shim saw no I/O by the program (no HDF5, MPI-IO or POSIX read or write it "
                                   "intercepts): choose --objective regex:, json: or wall")
-            return report["mb_per_s"], moved, shim_seconds
+            return moved / shim_seconds / 1e6, moved, shim_seconds
         if self.kind == "wall":
             left = sum(p.stat().st_size for p in workdir.rglob("*") if p.is_file() and not p.is_symlink())
             if not left:
@@ -522,8 +525,8 @@ def load_spec(path: str | os.PathLike, **overrides: Any) -> CommandSpec:
         raise ConfigError(f"the command spec {path} must be a readable TOML or JSON file: {exc}") from None
     known = {"command", "name", "params", "objective", "knobs"}
     if not isinstance(data, dict) or "command" not in data or set(data) - known:
-        raise ConfigError(f"the command spec {path} needs `command` and may have {', '.join(sorted(known - {'command'}))}"
-                          f"; got keys {sorted(data) if isinstance(data, dict) else type(data).__name__}")
+        others = ", ".join(sorted(known - {"command"}))
+        raise ConfigError(f"the command spec {path} needs `command` and may have {others}; got keys {sorted(data) if isinstance(data, dict) else type(data).__name__}")
     knobs = []
     for name, body in (data.get("knobs") or {}).items():
         if not isinstance(body, dict) or ("fragments" in body) == ("env" in body):

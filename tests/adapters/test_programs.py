@@ -235,3 +235,19 @@ def test_read_report_says_when_ranks_are_missing(library, programs, scratch):
     assert report["ranks"] == 1 and report["bytes_written"] == POSIX_BLOCKS * 64 * KiB + 4 * KiB
     assert report["warnings"] == ["only 1 of 2 ranks wrote a report (ranks [0]): the others ended before "
                                   "MPI_Finalize or exit; the totals cover the ranks listed"]
+
+
+def test_all_levels_seconds_count_the_io_hdf5_does_outside_the_programs_writes(library, programs, hdf5_tools, scratch):
+    """A chunked dataset of parallel HDF5 is allocated and filled at H5Dcreate: MPI-IO and POSIX writes no H5Dwrite
+    contains. io_seconds (the HDF5 level) leaves them out; all_levels_seconds, the run's measure, has them."""
+    target = scratch / "f.h5"
+    report = run(programs["hdf5_18"], target, {"layout": "chunked", "chunk_size": 256 * KiB}, scratch).report
+    assert set(h5dump_layouts(target).values()) == {("chunked", (65536,))}
+    data = report["bytes_written"]
+    assert report["levels"]["mpiio"]["write"]["bytes"] >= 2 * data  # the fill values, then the data
+    assert report["levels"]["posix"]["write"]["bytes"] >= 2 * data
+    busiest = {r["rank"]: max(sum(r["levels"][level][d]["seconds"] for d in ("write", "read"))
+                              for level in adapters.LEVELS) for r in report["per_rank"]}
+    assert report["all_levels_seconds"] == max(busiest.values()) >= report["io_seconds"]
+    assert report["all_levels_rank"] == max(busiest, key=busiest.get)
+    assert adapters.run_measure(report) == (data + report["bytes_read"], report["all_levels_seconds"])

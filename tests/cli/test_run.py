@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import optuna
 import pytest
 from optuna.trial import TrialState
 

@@ -24,7 +24,8 @@ COLLECTIVE_MODES = {2, 4}  # H5D_MPIO_CHUNK_COLLECTIVE, H5D_MPIO_CONTIGUOUS_COLL
 
 # program -> (the file argument, the parameters tuned)
 CASES = {
-    "hdf5_18": ("a.h5", "cb_buffer_size,romio_cb_write,cb_nodes,alignment_threshold,alignment_interval,layout,chunk_size"),
+    "hdf5_18": ("a.h5",
+                "cb_buffer_size,romio_cb_write,cb_nodes,alignment_threshold,alignment_interval,layout,chunk_size"),
     "hdf5_16": ("b.h5", "layout,chunk_size,transfer_mode"),  # it prints no hints: HDF5 settings only
     "hdf5_18_static": ("c.h5", "alignment_interval,layout,cb_buffer_size,romio_cb_write"),
     "mpiio": ("d.bin", "cb_buffer_size,romio_cb_write,romio_cb_read,romio_ds_read,cb_nodes"),

@@ -113,7 +113,7 @@ def test_a_missing_program_is_refused_before_any_job(library, storage, scratch, 
 
 def test_objectives_read_what_the_program_printed(tmp_path):
     lines = ["starting\n", "write: 100.0 MiB/s\n", '{"results": {"write": [250.5, 3]}}\n', "write: 200.0 MiB/s\n"]
-    report = {"bytes_written": 4_000_000, "bytes_read": 0, "io_seconds": 0.5, "mb_per_s": 8.0}
+    report = {"bytes_written": 4_000_000, "bytes_read": 0, "io_seconds": 0.25, "all_levels_seconds": 0.5}
     # the last match wins, converted to MB/s; bytes and seconds are the shim's
     assert Objective("regex", r"write: ([0-9.]+) MiB/s", "MiB/s").measure(lines, report, "", tmp_path, 2.0) == (
         pytest.approx(200.0 * 1.048576), 4_000_000, 0.5)
@@ -137,7 +137,7 @@ def test_objectives_read_what_the_program_printed(tmp_path):
             objective.measure(lines, None, "no report", tmp_path, 2.0)
         assert reason in caught.value.reason
     with pytest.raises(KernelError, match="the shim saw no I/O by the program"):
-        Objective().measure(lines, {**report, "bytes_written": 0, "mb_per_s": None}, "", tmp_path, 2.0)
+        Objective().measure(lines, {**report, "bytes_written": 0}, "", tmp_path, 2.0)
     with pytest.raises(KernelError, match="the program left no file in {workdir}"):
         Objective("wall").measure(lines, None, "", tmp_path / "sub" / "empty", 2.0)
 
@@ -157,8 +157,8 @@ values = [1, 4]
 ''')
     spec = load_spec(tmp_path / "app.toml")
     assert spec == CommandSpec("./app -o {workdir}/out.h5 {files}", (FILES, THREADS),
-                               Objective("regex", "Write: ([0-9.]+)", "MiB/s"), ("cb_buffer_size", "layout", "chunk_size"),
-                               cwd=str(tmp_path))
+                               Objective("regex", "Write: ([0-9.]+)", "MiB/s"),
+                               ("cb_buffer_size", "layout", "chunk_size"), cwd=str(tmp_path))
     assert spec.name == "app"
     assert CommandSpec.from_attr(json.loads(json.dumps(spec.to_attr()))) == spec  # through the study's JSON
     (tmp_path / "app.json").write_text(json.dumps({"command": "./app", "objective": "wall",
@@ -197,7 +197,7 @@ def test_a_failing_hanging_or_unmeasurable_program_fails_its_trial_and_the_study
     assert ok.user_attrs["bytes"] == 2 * printed["bytes_written"] == 2 * RANKS * POSIX_BYTES_PER_RANK
     assert ok.value == pytest.approx(ok.user_attrs["bytes"] / ok.user_attrs["seconds"] / 1e6)
     io = ok.user_attrs["io"]
-    assert io["level"] == "posix" and io["ranks"] == RANKS and io["io_seconds"] == ok.user_attrs["seconds"] > 0
+    assert io["level"] == "posix" and io["ranks"] == RANKS and io["all_levels_seconds"] == ok.user_attrs["seconds"] > 0
     assert list(scratch.iterdir()) == []  # trial directories removed (no keep)
 
 
