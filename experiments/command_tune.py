@@ -5,7 +5,7 @@ choices: one shared file, independent transfer, no hints), with one knob
 of its own: ``-F``, a file per process. This is what a user types (from the
 project root; ``--runner local`` runs trials from this process)::
 
-    .venv/bin/iobo tune --command 'experiments/programs/out/h5write -s 64 {workdir}/out.h5' \\
+    .venv/bin/iobo tune --command 'experiments/programs/out/h5write -s 256 {workdir}/out.h5' \\
         --knob files=shared:,per_process:-F --ranks 2 --trials 24 --runner local --confirm 5
 
 and this benchmark runs the same through the API (``iobo.Tuner`` with a
@@ -22,7 +22,7 @@ from outside iobo: the MPI-IO hints the program got from
 ``h5dump -p -H`` / ``h5ls -va`` on them (layout, chunks, addresses).
 
     .venv/bin/python -m experiments.command_tune            # ~5-10 min on 2 cores; run alone
-    .venv/bin/python -m experiments.command_tune --trials 30 --mib 128
+    .venv/bin/python -m experiments.command_tune --trials 30 --mib 64
 
 Written to ``experiments/results/command-tune.txt`` (the study's SQLite file
 next to it, ``command-tune.db``, is left in the scratch directory).
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--trials", type=int, default=24, help="tuning trials, 3 default runs included")
     parser.add_argument("--confirm", type=int, default=5, help="interleaved re-measurements of each")
     parser.add_argument("--ranks", type=int, default=2)
-    parser.add_argument("--mib", type=int, default=64, help="MiB each rank writes (default %(default)s)")
+    parser.add_argument("--mib", type=int, default=256, help="MiB each rank writes (default %(default)s)")
     parser.add_argument("--sampler", default="gp")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dir", default="/dev/shm", help="where trials write (default tmpfs)")
