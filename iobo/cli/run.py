@@ -21,6 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from iobo import adapters
 from iobo.cli import common
 from iobo.errors import ConfigError
 
@@ -42,7 +43,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     import subprocess
 
-    from iobo import adapters, trials
+    from iobo import trials
     from iobo.config import IOConfig
     from iobo.minimize import recommended
     from iobo.space import format_value

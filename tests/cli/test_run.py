@@ -97,9 +97,11 @@ def test_iobo_run_applies_the_recommended_configuration_in_one_step(tuned_study,
     assert_tuned(program_line(result.stdout), out)
     assert "iobo run: not applied: knob suffix=tagged ('-tagged' goes where the tuned command has {suffix}" \
         in result.stderr
-    assert "MB/s (" in result.stderr and "bytes in" in result.stderr  # the shim's measurement of the run
-    assert adapters.read_report(scratch / "report" / "io")["bytes_written"] == program_line(result.stdout)[
-        "bytes_written"]
+    report = adapters.read_report(scratch / "report" / "io")  # what the shim measured, said on stderr
+    assert report["bytes_written"] == program_line(result.stdout)["bytes_written"]
+    moved, seconds = adapters.run_measure(report)
+    assert f"iobo run: {moved / seconds / 1e6:,.1f} MB/s ({moved:,} bytes of hdf5 I/O; the slowest rank spent " \
+           f"{seconds:.4g} s in I/O calls)" in result.stderr
 
     # the environment knob reaches the program
     seen = scratch / "seen.txt"
