@@ -23,6 +23,7 @@ import os
 import re
 import shlex
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from iobo.config import IOConfig
@@ -32,6 +33,14 @@ from iobo.measure import bandwidth_mb_per_s
 ADAPTERS_DIR = Path(__file__).resolve().parent.parent / "adapters"
 PRELOAD_NAME = "libiobo_preload.so"
 BUILD_COMMAND = f"make -C {shlex.quote(str(ADAPTERS_DIR.parent))} adapters/{PRELOAD_NAME}"
+
+
+SHIM_VARIABLES = tuple(f"IOBO_{name}" for name in (
+    "ALIGNMENT_THRESHOLD", "ALIGNMENT_INTERVAL", "META_BLOCK_SIZE", "SIEVE_BUF_SIZE", "MDC_INITIAL_SIZE",
+    "COLL_METADATA", "LAYOUT", "CHUNK_SIZE", "TRANSFER_MODE", "CB_BUFFER_SIZE", "CB_NODES", "ROMIO_CB_WRITE",
+    "ROMIO_DS_WRITE", "ROMIO_CB_READ", "ROMIO_DS_READ", "CB_CONFIG_LIST", "STRIPING_FACTOR", "STRIPING_UNIT",
+    "PRELOAD_REPORT"))
+"""The variables the shim reads (adapters/README.md), but ``IOBO_PRELOAD_VERBOSE``, which a user may set."""
 
 
 def preload_library() -> Path:
@@ -60,10 +69,33 @@ def preload_env(
     """
     library = str(preload_library())
     chain = [library] + [p for p in os.environ.get("LD_PRELOAD", "").replace(":", " ").split() if p != library]
-    env = {"LD_PRELOAD": ":".join(chain), **config.env(os.fspath(hints_path) if hints_path is not None else None)}
+    app = {f"IOBO_{p.name.upper()}" for p in config.space.layer("app")}  # the program's own knobs: not the shim's
+    settings = config.env(os.fspath(hints_path) if hints_path is not None else None)
+    env = {"LD_PRELOAD": ":".join(chain), **{k: v for k, v in settings.items() if k not in app}}
     if report_prefix is not None:
         env["IOBO_PRELOAD_REPORT"] = os.path.abspath(os.fspath(report_prefix))
     return env
+
+
+def program_environment(
+    config: IOConfig,
+    hints_path: str | os.PathLike,
+    report_prefix: str | os.PathLike | None = None,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The whole environment of a program run under the shim with ``config``: ``base`` (default: this
+    process's) without the shim's settings (:data:`SHIM_VARIABLES`), ``ROMIO_HINTS`` and the shim it may carry
+    from an earlier export, plus
+    :func:`preload_env`. Writes the ROMIO hints file at ``hints_path`` when ``config`` has hints."""
+    base = dict(os.environ if base is None else base)
+    library = str(preload_library())
+    env = {k: v for k, v in base.items() if k not in SHIM_VARIABLES and k != "ROMIO_HINTS"}
+    preload = [p for p in env.pop("LD_PRELOAD", "").replace(":", " ").split() if Path(p).name != PRELOAD_NAME]
+    if config.mpi_hints():
+        Path(hints_path).write_text(config.romio_hints_text())
+    settings = preload_env(config, hints_path, report_prefix)
+    settings["LD_PRELOAD"] = ":".join([library, *preload])
+    return {**env, **settings}
 
 
 # -- the shim's per-run report ---------------------------------------------------
@@ -154,6 +186,18 @@ def _effective(ranks: list[dict[str, Any]]) -> dict[str, Any]:
     return {"files": files, "datasets": datasets, "transfer": transfer}
 
 
+def _applied(ranks: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per requested setting, the calls summed over ranks: where it could act (``considered``), where the shim
+    set it (``acted``), where reading back showed the requested value (``in_effect``) or another (``differ``)."""
+    applied: dict[str, dict[str, int]] = {}
+    for rank in ranks:
+        for item in rank["requested"]:
+            counts = applied.setdefault(item["setting"], {"considered": 0, "acted": 0, "in_effect": 0, "differ": 0})
+            for key in counts:
+                counts[key] += item[f"calls_{key}"]
+    return applied
+
+
 def _not_applied(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Requested settings that did not take effect somewhere, each with a reason.
 
@@ -178,6 +222,14 @@ def _not_applied(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return listed + list(merged.values())
 
 
+def run_measure(report: Mapping[str, Any]) -> tuple[int, float]:
+    """What a run's bandwidth is made of: (bytes the program moved, at its topmost level; the slowest rank's
+    seconds in I/O calls at any level, ``all_levels_seconds``). The second also holds the library's own I/O
+    outside the program's calls, so a setting cannot look fast by moving work out of ``H5Dwrite`` (fill
+    values written at ``H5Dcreate``). (0, 0.0) for a run without I/O."""
+    return report["bytes_written"] + report["bytes_read"], report["all_levels_seconds"]
+
+
 def read_report(prefix: str | os.PathLike) -> dict[str, Any]:
     """The shim's report of one run, merged over the ranks' ``<prefix>.<rank>.json``.
 
@@ -187,12 +239,19 @@ def read_report(prefix: str | os.PathLike) -> dict[str, Any]:
     level; ``io_seconds`` is the max over ranks of the seconds inside that
     level's reads and writes (the slowest rank, ``slowest_rank``), and
     ``mb_per_s`` their ratio (MB = 10**6 bytes; None without I/O time).
+    ``all_levels_seconds`` is the max over ranks of the rank's longest level
+    (``all_levels_rank`` that rank): it also holds the I/O a library does
+    outside the program's own calls (HDF5 writing fill values at
+    ``H5Dcreate`` or metadata at ``H5Fclose`` makes MPI-IO and POSIX calls
+    that no ``H5Dwrite`` contains), which ``io_seconds`` leaves out.
     The levels nest, so ``levels`` reports each separately and never adds
     them up. ``effective`` holds the hints and HDF5 settings read back per
     file, the datasets' layouts and the transfer modes HDF5 used;
     ``not_applied`` the requested settings that did not take effect (each
     with ``reason``; ``in_effect`` None for one that never found a call to
-    act on); ``warnings`` what the shim printed at exit, and whether ranks
+    act on), and ``applied`` per setting the calls summed over ranks where it
+    could act, was set, and was read back in effect or not; ``warnings``
+    what the shim printed at exit, and whether ranks
     are missing.
     """
     paths = report_files(prefix)
@@ -210,6 +269,7 @@ def read_report(prefix: str | os.PathLike) -> dict[str, Any]:
     bytes_read = levels[level]["read"]["bytes"] if level else 0
     slowest = max(ranks, key=lambda r: _seconds(r, level)) if level else None
     io_seconds = _seconds(slowest, level) if slowest else 0.0
+    busy = {r["rank"]: max(_seconds(r, name) for name in LEVELS) for r in ranks}
     moved = bytes_written + bytes_read
     linked = {r["hdf5_linked"] for r in ranks}
     warnings: list[str] = []
@@ -227,11 +287,14 @@ def read_report(prefix: str | os.PathLike) -> dict[str, Any]:
         "io_seconds": io_seconds,
         "slowest_rank": slowest["rank"] if slowest else None,
         "mb_per_s": bandwidth_mb_per_s(moved, io_seconds) if moved and io_seconds > 0 else None,
+        "all_levels_seconds": max(busy.values()),
+        "all_levels_rank": max(busy, key=busy.get),
         "levels": levels,
         "per_rank": [{"rank": r["rank"], "levels": r["levels"]} for r in ranks],
         "hdf5_linked": next((kind for kind in ("dynamic", "static", "none") if kind in linked), "none"),
         "hdf5_calls": sum(r["hdf5_calls"] for r in ranks),
         "requested": {item["variable"]: item["value"] for item in ranks[0]["requested"]},
+        "applied": _applied(ranks),
         "effective": _effective(ranks),
         "not_applied": _not_applied(ranks),
         "warnings": warnings,

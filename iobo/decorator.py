@@ -23,30 +23,49 @@ Two modes, chosen by ``mode=`` or else by the environment variable
   driver touches the storage. The study's first ``default_repeats`` trials run
   the system default (the baseline). A failing app is a FAIL trial carrying
   the error text, and its future raises that error; other tasks go on.
-- ``production``: each call runs the app with the study's best configuration
+- ``production``: each call runs the app with the study's recommended configuration
   and returns the app's own future; nothing is recorded. With no completed
   trial (or no study) yet, the system default is used, and said once.
 
-Bandwidth = bytes / seconds / 1e6. The app may return the bytes it wrote (an
-int) or ``{"bytes": ..., "seconds": ...}`` (its own timing of the I/O, the
-most accurate). Otherwise bytes are the sizes of the files it declares in
-``outputs=[...]`` (Parsl's keyword; a bash app's return value is its exit
-code, so it always declares them) and seconds the time Parsl's executor held
-the task (from launch to result, so milliseconds of dispatch are included:
-return your own seconds for I/O shorter than about a second).
+A ``@bash_app``'s command line is run under the preload shim (adapters/):
+iobo puts ``export`` lines in front of it, in both modes, on every call:
+``LD_PRELOAD`` with the shim, the configuration's ``IOBO_*`` variables, an
+absolute ``ROMIO_HINTS`` file and, when tuning, ``IOBO_PRELOAD_REPORT``
+(files under ``workdir``, which the driver and the workers must both
+reach). The MPI programs the command starts (``mpiexec -n 4 ./app``) apply
+the configuration without a change, and write the shim's report.
+
+Bandwidth = bytes / seconds / 1e6, from the first of:
+
+- for a bash app, the shim's accounting of the programs it ran (bytes over
+  the slowest rank's seconds in I/O calls at any level, ``timed_by="shim"``),
+  stored on the trial with what took effect (``not_applied``, ``effective``,
+  ``hints``, ``io``);
+- what the app returns: the bytes it wrote (an int) or ``{"bytes": ...,
+  "seconds": ...}`` (its own timing of the I/O, ``timed_by="task"``);
+- the sizes of the files it declares in ``outputs=[...]`` over the time
+  Parsl's executor held the task (``timed_by="parsl"``: from launch to
+  result, dispatch included; a bash app whose command started no program
+  under the shim ends here).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
+import shlex
+import shutil
 import threading
+import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from iobo import trials
+from iobo.adapters import run_measure
 from iobo.config import IOConfig
 from iobo.errors import ConfigError, KernelError
 from iobo.measure import bandwidth_mb_per_s
@@ -78,8 +97,10 @@ class TuneSettings:
     default_repeats: int
     config_arg: str
     echo: Callable[[str], None] | None
+    workdir: str = "iobo-work"
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "workdir", os.path.abspath(self.workdir))
         if self.mode is not None:
             _check_mode(self.mode, "mode")
         if MODE_ENV in os.environ:
@@ -99,7 +120,7 @@ class TuneSettings:
 def tune(*, study: str | None = None, storage: Any = DEFAULT_STORAGE, space: Space | None = None,
          workload: Workload | None = None, mode: str | None = None, sampler: Any = None, seed: int = 0,
          default_repeats: int = 1, config_arg: str = "io_config",
-         echo: Callable[[str], None] | None = print) -> Callable[[Any], "TunedApp"]:
+         echo: Callable[[str], None] | None = print, workdir: str = "iobo-work") -> Callable[[Any], "TunedApp"]:
     """Decorate a Parsl app so that its calls are trials (or run the best configuration).
 
     study: the study name (default: the task function's name); storage: an
@@ -111,10 +132,12 @@ def tune(*, study: str | None = None, storage: Any = DEFAULT_STORAGE, space: Spa
     Optuna sampler (default: iobo's GP sampler seeded with ``seed``);
     default_repeats: system-default runs the study starts with; config_arg: the
     keyword the app receives the ``IOConfig`` in; echo: where one line per
-    finished trial goes (None: silent).
+    finished trial goes (None: silent); workdir: where a bash app's hints
+    files and shim reports go (made absolute; the driver and the workers
+    must both reach it).
     """
     settings = TuneSettings(study, storage, space or io_stack_space(), workload or Workload(), mode, sampler,
-                            seed, default_repeats, config_arg, echo)
+                            seed, default_repeats, config_arg, echo, workdir)
     return lambda app: TunedApp(app, settings)
 
 
@@ -151,6 +174,11 @@ class TunedApp:
         self.name = app.func.__name__
         self.study_name = settings.study or self.name
         self._returns_exit_code = isinstance(app, BashApp)
+        # what is submitted: a bash app's command line gets the shim's exports in front
+        self._submitted = BashApp(
+            _ShimmedCommand(app.func, settings.config_arg), data_flow_kernel=app.data_flow_kernel, cache=app.cache,
+            executors=app.executors, ignore_for_cache=app.ignore_for_cache,
+        ) if self._returns_exit_code else app
         self._lock = threading.Lock()
         self._study = None
         self._production: IOConfig | None = None
@@ -168,20 +196,36 @@ class TunedApp:
                 f"{self.name}() was given {self.settings.config_arg}=...; @iobo.tune passes it: drop the argument"
             )
         if self.mode == PRODUCTION:
-            return self.app(*args, **kwargs, **{self.settings.config_arg: self.production_config()})
+            shim = self._shim_run("production", report=False)
+            future = self._submit(args, kwargs, self.production_config(), shim)
+            if shim is not None:
+                future.add_done_callback(lambda _: shutil.rmtree(shim.directory, ignore_errors=True))
+            return future
         trial, config = self._ask()
+        shim = self._shim_run(f"trial{trial.number}", report=True)
         try:
-            app_future = self.app(*args, **kwargs, **{self.settings.config_arg: config})
+            app_future = self._submit(args, kwargs, config, shim)
         except BaseException as exc:
             self._tell_fail(trial, f"not submitted: {type(exc).__name__}: {exc}")
             raise
         done = TrialFuture(trial.number, app_future)
-        app_future.add_done_callback(lambda future: self._finish(trial, future, kwargs, done))
+        app_future.add_done_callback(lambda future: self._finish(trial, future, kwargs, done, config, shim))
         return done
+
+    def _shim_run(self, tag: str, report: bool) -> "ShimRun | None":
+        """For a bash app, the directory of one call's hints file (and shim report); None for a python app."""
+        if not self._returns_exit_code:
+            return None
+        return ShimRun(os.path.join(self.settings.workdir, f"{self.name}-{tag}-{uuid.uuid4().hex[:8]}"), report)
+
+    def _submit(self, args, kwargs, config: IOConfig, shim: "ShimRun | None") -> Future:
+        extra = {self.settings.config_arg: config, **({SHIM_ARG: shim} if shim is not None else {})}
+        return self._submitted(*args, **kwargs, **extra)
 
     # -- production ----------------------------------------------------------------
     def production_config(self) -> IOConfig:
-        """The study's best configuration (the system default while none completed), loaded once."""
+        """The study's recommended configuration (:func:`iobo.minimize.recommended`; the system default while no trial
+        completed), loaded once."""
         with self._lock:
             if self._production is None:
                 self._production = self._load_best()
@@ -193,19 +237,22 @@ class TunedApp:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         space = self.settings.space
         try:
-            best = trials.best_trial(optuna.load_study(study_name=self.study_name,
-                                                       storage=open_storage(self.settings.storage)))
+            study = optuna.load_study(study_name=self.study_name, storage=open_storage(self.settings.storage))
         except KeyError:
-            best = None
+            study = None
+        best = trials.best_trial(study) if study is not None else None
         if best is None:
             self._say(f"{self.name}: study {self.study_name!r} has no completed trial yet: "
                       f"running with the system default configuration")
             return IOConfig.default(space)
-        config = IOConfig(trials.config_of(best), space)
+        from iobo.minimize import recommended
+
+        values, source = recommended(study, space, self.settings.workload)
+        config = IOConfig(values, space)
         changed = ", ".join(f"{name}={format_value(value, space[name].unit)}"
                             for name, value in config.changed().items())
-        self._say(f"{self.name}: applying trial {best.number} of study {self.study_name!r} "
-                  f"({best.value:,.0f} MB/s): {changed or 'the system default'}")
+        self._say(f"{self.name}: applying trial {best.number} of study {self.study_name!r} ({best.value:,.0f} MB/s; "
+                  f"{source}): {changed or 'the system default'}")
         return config
 
     # -- tuning --------------------------------------------------------------------
@@ -223,37 +270,50 @@ class TunedApp:
 
         study = trials.open_study(self.settings.storage, self.study_name,
                                   self.settings.sampler or make_sampler("gp", self.settings.seed),
-                                  {"task": self.name}, self.settings.space.names)
+                                  {"task": self.name}, self.settings.space.names,
+                                  {trials.SPACE_ATTR: self.settings.space.to_records()})
         trials.enqueue_defaults(study, self.settings.space.default(), self.settings.default_repeats)
         self._study = study
         return study
 
-    def _finish(self, trial, app_future: Future, kwargs: Mapping[str, Any], done: TrialFuture) -> None:
+    def _finish(self, trial, app_future: Future, kwargs: Mapping[str, Any], done: TrialFuture, config: IOConfig,
+                shim: "ShimRun | None") -> None:
         """Tell the trial, then resolve ``done`` like the app's future (even if telling fails)."""
         error = app_future.exception()
         try:
             if error is not None:
                 self._tell_fail(trial, f"{type(error).__name__}: {error}")
             else:
-                self._tell_measured(trial, app_future, kwargs)
+                self._tell_measured(trial, app_future, kwargs, config, shim)
         finally:
+            if shim is not None:
+                shutil.rmtree(shim.directory, ignore_errors=True)
             if error is not None:
                 done.set_exception(error)
             else:
                 done.set_result(app_future.result())
 
-    def _tell_measured(self, trial, app_future: Future, kwargs: Mapping[str, Any]) -> None:
-        try:
-            nbytes, seconds, timed_by = measure(
-                None if self._returns_exit_code else app_future.result(), kwargs.get("outputs", ()),
-                getattr(app_future, "task_record", {}),
-            )
-        except KernelError as exc:
-            self._tell_fail(trial, str(exc))
-            return
+    def _tell_measured(self, trial, app_future: Future, kwargs: Mapping[str, Any], config: IOConfig,
+                       shim: "ShimRun | None") -> None:
+        attrs: dict[str, Any] = {}
+        report, no_report = shim.read() if shim is not None else (None, "")
+        if report is not None:
+            (nbytes, seconds), timed_by = run_measure(report), "shim"
+            attrs = trials.shim_attrs(report, config.values)
+        else:
+            try:
+                nbytes, seconds, timed_by = measure(
+                    None if self._returns_exit_code else app_future.result(), kwargs.get("outputs", ()),
+                    getattr(app_future, "task_record", {}),
+                )
+            except KernelError as exc:
+                self._tell_fail(trial, str(exc) + (f"; {no_report}" if no_report else ""))
+                return
+            if no_report:
+                attrs["shim_warnings"] = [no_report]
         value = bandwidth_mb_per_s(nbytes, seconds)
         with self._lock:
-            for key, attr in (("bytes", nbytes), ("seconds", seconds), ("timed_by", timed_by)):
+            for key, attr in (("bytes", nbytes), ("seconds", seconds), ("timed_by", timed_by), *attrs.items()):
                 trial.set_user_attr(key, attr)
             self._study.tell(trial, value)
         self._say(f"{self.name}: trial {trial.number} [{trial.user_attrs['role']}] {value:,.1f} MB/s "
@@ -268,6 +328,62 @@ class TunedApp:
     def _say(self, line: str) -> None:
         if self.settings.echo:
             self.settings.echo(line)
+
+
+SHIM_ARG = "_iobo_shim"
+"""The keyword a bash app's submitted function receives its :class:`ShimRun` in (removed before the app's own)."""
+
+
+@dataclass(frozen=True)
+class ShimRun:
+    """Where one call of a bash app keeps its ROMIO hints file and, with ``report``, the shim's report."""
+
+    directory: str
+    report: bool
+
+    @property
+    def prefix(self) -> str:
+        return os.path.join(self.directory, "io")
+
+    def exports(self, config: IOConfig) -> str:
+        """The ``export`` lines that run what follows under the shim with ``config`` (where the app runs)."""
+        from iobo.adapters import preload_env
+
+        Path(self.directory).mkdir(parents=True, exist_ok=True)
+        hints = os.path.join(self.directory, "romio-hints")
+        if config.mpi_hints():
+            Path(hints).write_text(config.romio_hints_text())
+        env = preload_env(config, hints, self.prefix if self.report else None)
+        return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+
+    def read(self) -> tuple[dict | None, str]:
+        """(the shim's report, None when there is none or it saw no I/O time; why not)."""
+        from iobo.adapters import read_report
+
+        try:
+            report = read_report(self.prefix)
+        except ConfigError as exc:
+            return None, f"no shim report: the command started no program under the shim ({exc.args[0][:200]})"
+        if run_measure(report)[1] <= 0:
+            return None, "the shim's report shows no I/O time: the programs the command ran moved no data"
+        return report, ""
+
+
+class _ShimmedCommand:
+    """A bash app's function whose command line starts with :meth:`ShimRun.exports` (runs where the app runs)."""
+
+    def __init__(self, func: Callable, config_arg: str) -> None:
+        functools.update_wrapper(self, func)
+        self.func = func
+        self.config_arg = config_arg
+
+    def __call__(self, *args, **kwargs):
+        shim = kwargs.pop(SHIM_ARG, None)
+        config = kwargs.get(self.config_arg)
+        command = self.func(*args, **kwargs)
+        if shim is None or config is None or not isinstance(command, str):
+            return command
+        return shim.exports(config) + command
 
 
 def measure(outcome: Any, outputs, task_record: Mapping[str, Any]) -> tuple[int, float, str]:
@@ -292,7 +408,7 @@ def measure(outcome: Any, outputs, task_record: Mapping[str, Any]) -> tuple[int,
         if launched is None or returned is None:
             raise KernelError("the task returned no seconds and Parsl recorded no launch/return time: "
                               "return {'bytes': ..., 'seconds': ...}")
-        seconds, timed_by = (returned - launched).total_seconds(), "iobo"
+        seconds, timed_by = (returned - launched).total_seconds(), "parsl"
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
         raise KernelError(f"seconds must be a positive number; the task reported {seconds!r}")
     return nbytes, float(seconds), timed_by

@@ -1,11 +1,13 @@
 """Launch one kernel run as an MPI job and turn its output into a result.
 
 This is what a trial executes wherever it was placed (a Parsl worker on a
-compute node, a Ray actor, or this process): write the configuration to the
-trial's directory, start ``mpiexec -n R python -m <kernel> ...``, stream its
-JSON lines, enforce a timeout, and return a plain dict (JSON-able, so any
-executor can ship it back).  A failed run raises :class:`KernelError` with the
-command, exit code and the tails of stdout and stderr.
+compute node, a Ray actor, or this process): let the job's spec write what
+the run needs into the trial's directory (a kernel's configuration file; a
+command's hints file and shim environment), start ``mpiexec -n R <argv>``
+(``python -m <kernel> ...`` or the user's program), stream its output,
+enforce a timeout, and return a plain dict (JSON-able, so any executor can
+ship it back).  A failed run raises :class:`KernelError` with the command,
+exit code and the tails of stdout and stderr.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -28,7 +29,6 @@ from typing import Any
 from iobo import kernels
 from iobo.errors import ConfigError, KernelError, KernelPruned
 from iobo.config import IOConfig
-from iobo.measure import Measurement
 
 DEFAULT_MPIEXEC = os.environ.get("IOBO_MPIEXEC", "mpiexec.mpich")
 TAIL_LINES = 40
@@ -127,16 +127,17 @@ class ParslMPIPrefixLauncher(MPILauncher):
 class KernelJob:
     """Everything one kernel run needs, picklable for any executor.
 
-    kernel: a registered name or the ``KernelSpec`` itself (ship the spec when
-    the kernel was registered in this process only: workers elsewhere have
-    their own registry); values: the configuration (parameter -> value); options: kernel options;
+    kernel: a registered name or the spec itself (a ``KernelSpec``: ship it
+    when the kernel was registered in this process only, workers elsewhere
+    have their own registry; or a ``CommandSpec``); values: the
+    configuration (parameter -> value); options: kernel options;
     workdir: where the trial's directory is made (the file system under test);
     timeout_s: wall-clock limit of the MPI job in seconds; keep: keep files;
     on_step: called where the job runs with each step event, returns True to
     stop the run (a picklable :class:`iobo.pruning.StepReporter`).
     """
 
-    kernel: str | kernels.KernelSpec
+    kernel: str | kernels.JobSpec
     values: Mapping[str, Any]
     ranks: int
     workdir: str
@@ -156,6 +157,7 @@ class KernelJob:
         spec = kernels.get(self.kernel)
         options = spec.resolve_options(self.options)
         config = IOConfig.from_values(self.values, spec.space(), spec.workload(self.ranks, options))
+        spec.check()
         self.launcher.check(self.ranks)
         return config
 
@@ -166,62 +168,46 @@ def run_kernel(job: KernelJob, on_step: Callable[[dict], bool | None] | None = N
     on_step, if given, is called with each step event as the kernel prints it
     (for intermediate values), after ``job.on_step``; when either returns
     True the MPI job is killed, its files removed, and :class:`KernelPruned` raised.
+    The dict: what the spec's ``collect`` returns (``mb_per_s``, ``bytes``,
+    ``seconds``, ``step_mb_per_s``, ``step_elapsed_s``, ``result``), plus
+    ``wall_seconds``, ``command`` and, when the files are kept (the job's
+    ``keep`` or the option ``keep``), ``workdir`` (the trial's directory).
     """
     config = job.validate()
     spec = kernels.get(job.kernel)
+    what = f"{spec.kind} {spec.name!r}"
     options = spec.resolve_options(job.options)
-    trial_dir = Path(job.workdir) / f"trial-{job.tag or 'run'}-{uuid.uuid4().hex[:8]}"
-    out_dir = trial_dir / "out"
-    out_dir.mkdir(parents=True)
-    config_path = trial_dir / "config.json"
-    config_path.write_text(config.to_json())
-    argv = [sys.executable, "-m", spec.module, "--out", str(out_dir), "--config", str(config_path)]
-    argv += spec.argv({**options, "keep": job.keep or options.get("keep", False)})
-    command = job.launcher.command(job.ranks, argv)
+    keep = job.keep or options.get("keep", False)
+    trial_dir = (Path(job.workdir) / f"trial-{job.tag or 'run'}-{uuid.uuid4().hex[:8]}").resolve()
+    trial_dir.mkdir(parents=True)
     try:
+        launch = spec.prepare(trial_dir, config, options, job)
+        command = job.launcher.command(job.ranks, launch.argv)
         started = time.monotonic()
         callbacks = [f for f in (job.on_step, on_step) if f is not None]
         step = (lambda event: any([bool(f(event)) for f in callbacks])) if callbacks else None
-        lines, stderr, code, timed_out, pruned_after = _run(command, trial_dir, job.timeout_s, step)
+        lines, stderr, code, timed_out, pruned_after = _run(command, launch.cwd or trial_dir, job.timeout_s, step,
+                                                            launch.env)
         wall_s = time.monotonic() - started
+        ended = {"command": command, "returncode": code, "stdout_tail": _tail(lines), "workdir": str(trial_dir)}
         if pruned_after is not None:
-            raise KernelPruned(
-                f"kernel {spec.name!r} was pruned after {pruned_after} step(s) "
-                f"({wall_s:.1f} s): slower than the other trials at the same step",
-                command=command, returncode=code, stdout_tail=_tail(lines), workdir=str(trial_dir),
-            )
+            raise KernelPruned(f"{what} was pruned after {pruned_after} step(s) ({wall_s:.1f} s): slower than "
+                               f"the other trials at the same step", **ended)
         if timed_out:
-            raise KernelError(
-                f"kernel {spec.name!r} timed out after {job.timeout_s:g} s and was killed",
-                command=command, returncode=code, stdout_tail=_tail(lines), stderr_tail=_tail(stderr),
-                workdir=str(trial_dir),
-            )
+            raise KernelError(f"{what} timed out after {job.timeout_s:g} s and was killed", **ended,
+                              stderr_tail=_tail(stderr))
         if code != 0:
-            raise KernelError(
-                f"kernel {spec.name!r} exited with code {code}",
-                command=command, returncode=code, stdout_tail=_tail(lines), stderr_tail=_tail(stderr),
-                workdir=str(trial_dir),
-            )
+            last = next((line.strip() for line in reversed(stderr) if line.strip()), "")
+            raise KernelError(f"{what} exited with code {code}" + (f"; stderr ends: {last[:300]}" if last else ""),
+                              **ended, stderr_tail=_tail(stderr))
         try:
-            measurement = Measurement.from_lines(lines)
+            outcome = spec.collect(lines, stderr, trial_dir, wall_s, config)
         except KernelError as exc:
-            raise KernelError(
-                exc.reason, command=command, returncode=code, stdout_tail=_tail(lines),
-                stderr_tail=_tail(stderr), workdir=str(trial_dir),
-            ) from None
+            raise KernelError(exc.reason, **ended, stderr_tail=_tail(stderr)) from None
     finally:
-        if not job.keep:
+        if not keep:
             shutil.rmtree(trial_dir, ignore_errors=True)
-    return {
-        "mb_per_s": measurement.mb_per_s,
-        "bytes": measurement.bytes,
-        "seconds": measurement.seconds,
-        "step_mb_per_s": measurement.step_mb_per_s(),
-        "step_elapsed_s": measurement.step_elapsed_s(),
-        "result": dict(measurement.result),
-        "wall_seconds": wall_s,
-        "command": command,
-    }
+    return {**outcome, "wall_seconds": wall_s, "command": command, "workdir": str(trial_dir) if keep else None}
 
 
 def _tail(lines: list[str]) -> str:
@@ -268,8 +254,9 @@ def kill_running_jobs() -> int:
     return len(running)
 
 
-def _run(command, cwd, timeout_s, on_step):
-    """Start ``command`` in its own process group; return (stdout lines, stderr lines, code, timed_out, pruned_after).
+def _run(command, cwd, timeout_s, on_step, env=None):
+    """Start ``command`` in its own process group (environment ``env``, None: this process's); return (stdout
+    lines, stderr lines, code, timed_out, pruned_after).
 
     pruned_after: ``None``, or the number of steps reported when ``on_step``
     returned True and the job was killed (steps the kernel printed while
@@ -277,8 +264,8 @@ def _run(command, cwd, timeout_s, on_step):
     """
     try:
         proc = subprocess.Popen(
-            command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            preexec_fn=_die_with_parent,
+            command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+            preexec_fn=_die_with_parent, env=None if env is None else dict(env),
         )
     except FileNotFoundError as exc:
         raise ConfigError(f"cannot start {command[0]!r}: {exc}; is it installed and on PATH?") from None

@@ -326,7 +326,8 @@ def build_report(study) -> StudyReport:
         got = study_trials.values_of(trials, role)
         return Spread(got) if got else None
 
-    kernel = study.user_attrs.get("kernel", study.user_attrs.get("task", "?"))
+    attrs = study.user_attrs
+    kernel = attrs["kernel"] if "kernel" in attrs else study_trials.subject(attrs)
     best = study_trials.best_trial(study)
     best_config: dict[str, Any] = {}
     best_by_layer: dict[str, list[tuple[str, str, str]]] = {}

@@ -376,6 +376,26 @@ class Space:
                 values[p.name] = p.default if p.name in frozen else trial.suggest_categorical(p.name, p.values)
         return self.repair(values, workload)
 
+    def to_records(self) -> list[dict[str, Any]]:
+        """The parameters as JSON-able dicts, in order: what a study stores so that any process can read its
+        configurations without the code that made the space (constraints are not recorded)."""
+        return [{"name": p.name, "layer": p.layer, "values": list(p.values), "default": p.default, "unit": p.unit,
+                 "doc": p.doc, "active_if": list(p.active_if) if p.active_if else None} for p in self.parameters]
+
+    @classmethod
+    def from_records(cls, records: Sequence[Mapping[str, Any]]) -> "Space":
+        """The space :meth:`to_records` wrote, with the default constraints."""
+        try:
+            parameters = tuple(
+                Parameter(r["name"], r["layer"], tuple(r["values"]), r["default"], r.get("unit", ""), r.get("doc", ""),
+                          tuple(r["active_if"]) if r.get("active_if") else None)
+                for r in records
+            )
+        except (KeyError, TypeError) as exc:
+            raise SpaceError(f"a recorded space is a list of parameter records (name, layer, values, default); "
+                             f"cannot read {str(records)[:200]!r}: {exc!r}") from None
+        return cls(parameters)
+
     def describe(self) -> str:
         """A table of the space, one parameter a line, for the CLI and docs."""
         rows = []

@@ -178,13 +178,16 @@ def roti_curve(trials, default_mb_per_s: float | None) -> list[tuple[float, floa
 # -- opening a study and writing to its trials ------------------------------------------
 
 
-def open_study(storage, name: str, sampler, made_for: Mapping[str, Any], space_names: Iterable[str]):
+def open_study(storage, name: str, sampler, made_for: Mapping[str, Any], space_names: Iterable[str],
+               attrs: Mapping[str, Any] | None = None):
     """Create or load the maximising study ``name``; a loaded one must have been made for ``made_for``.
 
     made_for: the study attrs that identify what is tuned (some of
-    ``IDENTITY_KEYS``: kernel, ranks and options; or the decorated task),
-    written on a new study and compared with a loaded one's; space_names: the
-    tuned parameters, recorded once.
+    ``IDENTITY_KEYS``: kernel, ranks and options; the command; or the
+    decorated task), written on a new study and compared with a loaded
+    one's; space_names: the tuned parameters, recorded once; attrs: more
+    attrs written on a new study, not compared (what reading the study from
+    another process needs: :data:`SPACE_ATTR`, a kernel's description).
     """
     import optuna
 
@@ -201,10 +204,37 @@ def open_study(storage, name: str, sampler, made_for: Mapping[str, Any], space_n
         for key, value in made_for.items():
             study.set_user_attr(key, value)
         study.set_user_attr("space", list(space_names))
+        for key, value in (attrs or {}).items():
+            study.set_user_attr(key, value)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names([METRIC_NAME])
     return study
+
+
+SPACE_ATTR = "space_parameters"
+"""Study attr: the tuned space's parameters (:meth:`iobo.space.Space.to_records`), so that ``best``, ``export``
+and ``report`` read the study's configurations in any process, whoever made the space."""
+
+
+def stored_space(study):
+    """The :class:`iobo.space.Space` recorded on ``study`` (:data:`SPACE_ATTR`), or None for a study made before
+    iobo recorded it."""
+    from iobo.space import Space
+
+    records = study.user_attrs.get(SPACE_ATTR)
+    return Space.from_records(records) if records else None
+
+
+def subject(attrs: Mapping[str, Any]) -> str:
+    """What a study tuned, in a few words, from its attrs: ``kernel vpic``, ``command ./app ...``, ``task write``."""
+    if "command" in attrs:
+        return f"command {attrs['command'].get('template', '?')}"
+    if "kernel" in attrs:
+        return f"kernel {attrs['kernel']}"
+    if "task" in attrs:
+        return f"task {attrs['task']} (@iobo.tune)"
+    return "unknown (the study records no kernel, command or task)"
 
 
 def enqueue_defaults(study, default: Mapping[str, Any], repeats: int) -> int:
@@ -263,6 +293,60 @@ def outcome_attrs(outcome: Mapping[str, Any]) -> dict[str, Any]:
         "not_applied": result.get("not_applied", {}),
         "fs_type": result.get("fs_type"),
         "command": " ".join(outcome["command"]),
+        **{key: result[key] for key in SHIM_KEYS + ("stdout_tail",) if key in result},
+        **({"workdir": outcome["workdir"]} if outcome.get("workdir") else {}),
+    }
+
+
+SHIM_KEYS = ("io", "partly_applied", "shim_warnings", "measured_by")
+"""Trial attrs of a program run under the preload shim, besides effective, hints and not_applied
+(see :func:`shim_attrs`)."""
+
+
+def shim_attrs(report: Mapping[str, Any], config_values: Mapping[str, Any]) -> dict:
+    """The trial attrs of the shim's report of one run (:func:`iobo.adapters.read_report`).
+
+    config_values: the configuration the run was given. ``not_applied`` ({name:
+    reason}) holds the requested settings that took effect on no call (a
+    dataset, a file) of any rank: never acted on, or read back with another
+    value every time; ``partly_applied`` those that took effect on some
+    calls and not others (e.g. a layout skipped on a scalar dataset).
+    ``effective``: the HDF5 settings read back on the first HDF5 file, and
+    the layout of each dataset created; ``hints``: the MPI-IO hints read back
+    on the first MPI-IO file; ``io``: the accounting (level, bytes, the
+    slowest rank's seconds, per-level calls, bytes and size histograms).
+    """
+    reasons: dict[str, str] = {}
+    for item in report["not_applied"]:
+        setting = item["variable"].removeprefix("IOBO_").lower()
+        where = f" (in effect: {item['in_effect']} on {item['where']})" if item.get("in_effect") is not None else ""
+        reasons.setdefault(setting, item["reason"] + where)
+    not_applied, partly = {}, {}
+    for setting, counts in report["applied"].items():
+        if setting not in config_values:
+            continue
+        if counts["in_effect"] == 0:
+            not_applied[setting] = reasons.get(setting, "no call read it back with the requested value")
+        elif setting in reasons:
+            partly[setting] = reasons[setting]
+    files = report["effective"]["files"]
+    effective: dict[str, Any] = {}
+    if files["hdf5"]:
+        effective.update(next(iter(files["hdf5"].values())).get("settings", {}))
+    for name, dataset in report["effective"]["datasets"].items():
+        effective[f"dataset {name}"] = dataset["layout"] + (f" {dataset['chunk']}" if dataset.get("chunk") else "")
+    hints = next(iter(files["mpiio"].values()))["hints"] if files["mpiio"] else {}
+    io = {key: report[key] for key in ("level", "ranks", "bytes_written", "bytes_read", "io_seconds", "slowest_rank",
+                                       "all_levels_seconds", "all_levels_rank", "hdf5_linked", "hdf5_calls")}
+    io["levels"] = report["levels"]
+    io["files"] = {level: sorted(names)[:20] for level, names in files.items()}
+    return {
+        "effective": effective,
+        "hints": dict(hints),
+        "not_applied": not_applied,
+        "partly_applied": partly,
+        "io": io,
+        "shim_warnings": list(report["warnings"]),
     }
 
 

@@ -57,7 +57,9 @@ class TunerCallback:
 class Tuner:
     """Tune one kernel's I/O configuration.
 
-    kernel: registered kernel name; ranks: MPI ranks per trial; trials: total
+    kernel: registered kernel name, or a spec (a ``KernelSpec``, or a
+    :class:`iobo.kernels.command.CommandSpec`: any program, run under the
+    preload shim); ranks: MPI ranks per trial; trials: total
     finished trials the study should hold (default runs included; a resumed
     study continues to this count); storage: an Optuna storage URL,
     ``journal:///abs/path.log`` or a storage object (see :mod:`iobo.storage`); study:
@@ -81,7 +83,7 @@ class Tuner:
     baseline is measured through the study and its drift is known.
     """
 
-    kernel: str = "vpic"
+    kernel: str | kernels.JobSpec = "vpic"
     ranks: int = 2
     trials: int = 30
     storage: str = DEFAULT_STORAGE
@@ -128,11 +130,14 @@ class Tuner:
                     f"pruner={self.pruner!r} needs the storage as a URL the workers can open; got {self.storage!r}: "
                     "pass e.g. sqlite:///abs/path/iobo.db or journal:///abs/path/study.log"
                 )
-        spec = kernels.get(self.kernel)
+        spec = self._spec = kernels.get(self.kernel)
+        if self.pruner is not None and spec.kind != "kernel":
+            raise ConfigError(f"pruner={self.pruner!r} needs per-step bandwidths, which a {spec.kind} does not "
+                              f"print: tune it without a pruner")
         self.kernel_options = spec.resolve_options(self.kernel_options)
         self.space = self.space or spec.space()
         self.workload = spec.workload(self.ranks, self.kernel_options)
-        self.study = self.study or f"{self.kernel}-{self.ranks}ranks"
+        self.study = self.study or f"{spec.name}-{self.ranks}ranks"
         if self.trials < self.default_repeats + 1:
             raise ConfigError(
                 f"trials={self.trials} leaves no search trial after {self.default_repeats} default runs; "
@@ -140,6 +145,7 @@ class Tuner:
             )
         # the default must itself be valid for this workload (e.g. chunk vs dataset)
         IOConfig.from_values(self.space.default(), self.space, self.workload)
+        spec.check()
         self.launcher.check(self.ranks)
         Path(self.workdir).mkdir(parents=True, exist_ok=True)
         self._warmed_up = False
@@ -232,9 +238,10 @@ class Tuner:
         """Create or load the study; a loaded one must have been made for the same workload."""
         from iobo.samplers.registry import make_sampler
 
-        made_for = {"kernel": self.kernel, "ranks": self.ranks, "kernel_options": dict(self.kernel_options)}
+        made_for = self._spec.identity(self.ranks, self.kernel_options)
         return trials.open_study(self.storage, self.study, self.sampler or make_sampler("gp", self.seed),
-                                 made_for, self.space.names)
+                                 made_for, self.space.names,
+                                 {trials.SPACE_ATTR: self.space.to_records(), **self._spec.description()})
 
     # -- the loop --------------------------------------------------------------
     def _runner(self) -> Runner:
@@ -347,7 +354,7 @@ class Tuner:
 
     def _job(self, values, tag: str, on_step=None) -> KernelJob:
         return KernelJob(
-            kernel=kernels.get(self.kernel), values=values, ranks=self.ranks, workdir=self.workdir,
+            kernel=self._spec, values=values, ranks=self.ranks, workdir=self.workdir,
             options=self.kernel_options, launcher=self.launcher, timeout_s=self.timeout_s, tag=tag, on_step=on_step,
         )
 

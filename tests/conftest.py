@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from support.programs import hdf5_tools, library, programs  # noqa: F401 (fixtures: the shim, the C test programs)
+
 
 @pytest.fixture
 def scratch():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -18,9 +19,11 @@ import iobo
 from iobo import ConfigError, IOConfig, KernelError
 from iobo.decorator import MODE_ENV, measure
 from iobo.runners.parsl import local_config
-from iobo.space import KiB, Workload, io_stack_space
+from iobo.space import KiB, MiB, Workload, io_stack_space
 from iobo.stack import requested_chunks
 from iobo.trials import ROLE_DEFAULT, ROLE_SEARCH
+
+from support.programs import h5dump_layouts
 
 ROWS, COLS = 256, 256  # a 256 KiB float32 grid
 SPACE = io_stack_space().select(["alignment_threshold", "alignment_interval", "layout", "chunk_size"])
@@ -66,6 +69,12 @@ def dump_settings(fail=False, io_config=None, outputs=()):
 @python_app
 def unrelated(x):
     return x * 2
+
+
+@bash_app
+def run_program(program, target, io_config=None, stdout=None):
+    """A bash app that starts a compiled MPI program (tests/adapters/programs/hdf5_18.c) and nothing else of iobo's."""
+    return f"mpiexec.mpich -n 2 {program} {target}"
 
 
 @pytest.fixture(scope="module")
@@ -130,10 +139,54 @@ def test_a_failing_task_is_a_fail_trial_and_other_tasks_go_on(dfk, storage, scra
     assert "BashExitFailure" in trials[1].user_attrs["fail_reason"]
     assert "exit code 3" in trials[1].user_attrs["fail_reason"]
     written = (scratch / "working.txt").read_text()
-    assert trials[0].user_attrs["bytes"] == len(written) and trials[0].user_attrs["timed_by"] == "iobo"
+    assert trials[0].user_attrs["bytes"] == len(written) and trials[0].user_attrs["timed_by"] == "parsl"
     assert f"IOBO_CB_BUFFER_SIZE={4 * 1024 * 1024}" in written
     assert f"ROMIO_HINTS={scratch / 'working.txt.hints'}" in written
     assert (scratch / "working.txt.hints").read_text() == f"cb_buffer_size {4 * 1024 * 1024}\n"
+
+
+def test_a_bash_app_runs_its_program_under_the_shim_and_the_shim_times_it(dfk, library, programs, hdf5_tools,
+                                                                        storage, scratch, capsys):
+    space = io_stack_space().select(["cb_buffer_size", "layout", "chunk_size"])
+    tuned_values = {"cb_buffer_size": 4 * MiB, "layout": "chunked", "chunk_size": 256 * KiB}
+    optuna.create_study(storage=storage, study_name="app", direction="maximize").enqueue_trial(tuned_values)
+    tuned = iobo.tune(study="app", storage=storage, space=space, default_repeats=1, echo=None,
+                      workdir=str(scratch / "iobo"))(run_program)
+    runs = {}
+    for name in ("tuned", "default"):  # the enqueued configuration, then the system default
+        runs[name] = tuned(str(programs["hdf5_18"]), str(scratch / f"{name}.h5"), stdout=str(scratch / f"{name}.out"))
+    assert [f.result(timeout=120) for f in runs.values()] == [0, 0]
+    trials = {t.user_attrs["role"]: t for t in _study(storage, "app").get_trials()}
+    seen = {name: json.loads((scratch / f"{name}.out").read_text()) for name in runs}
+
+    # the setting reached the program: MPI_File_get_info gave it iobo's hint over its own, the file is chunked
+    assert seen["tuned"]["hints"]["cb_buffer_size"] == "4194304"
+    assert h5dump_layouts(scratch / "tuned.h5") == {name: ("chunked", (65536,)) for name in ("d0", "d1", "d2")}
+    assert seen["default"]["hints"]["cb_buffer_size"] == "1048576"  # the program's own: nothing applied
+    assert set(h5dump_layouts(scratch / "default.h5").values()) == {("contiguous", None)}
+    # the trials' values are the shim's accounting of the program's I/O, not Parsl's task time
+    for name, role in (("tuned", ROLE_SEARCH), ("default", ROLE_DEFAULT)):
+        attrs = trials[role].user_attrs
+        assert attrs["timed_by"] == "shim" and attrs["not_applied"] == {}
+        assert attrs["bytes"] == seen[name]["bytes_written"] + seen[name]["bytes_read"]
+        assert trials[role].value == pytest.approx(attrs["bytes"] / attrs["seconds"] / 1e6)
+        assert attrs["io"]["level"] == "hdf5" and attrs["io"]["ranks"] == 2
+    assert trials[ROLE_SEARCH].user_attrs["effective"]["dataset /d0"] == "chunked [65536]"
+    assert not (scratch / "iobo").exists() or not list((scratch / "iobo").iterdir())  # per-call files removed
+
+    # the CLI reads the study of a decorated task; confirm says in one line why it cannot re-run it
+    from iobo.cli import main
+
+    assert main(["best", "--storage", storage, "--study", "app"]) == 0
+    assert "mpiio: cb_buffer_size=" in capsys.readouterr().out
+    assert main(["export", "--storage", storage, "--study", "app", "--format", "env"]) == 0
+    assert all(line.startswith("export ") for line in capsys.readouterr().out.splitlines())
+    assert main(["report", "--storage", storage, "--study", "app"]) == 0
+    assert "kernel:                  task run_program (@iobo.tune)" in capsys.readouterr().out
+    assert main(["confirm", "--storage", storage, "--study", "app", "--runner", "local"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("iobo: error: study 'app' was tuned by @iobo.tune on task 'run_program': only your pipeline can "
+                   "run it again (mode='production' applies the best configuration)\n")
 
 
 def test_production_without_a_completed_trial_runs_the_default_and_says_so_once(dfk, storage, scratch):
@@ -212,12 +265,12 @@ def test_measure_takes_the_tasks_report_or_its_declared_files(tmp_path):
 
     record = {"try_time_launched": datetime.datetime(2026, 1, 1, 0, 0, 0),
               "try_time_returned": datetime.datetime(2026, 1, 1, 0, 0, 2)}
-    assert measure(1000, (), record) == (1000, 2.0, "iobo")
+    assert measure(1000, (), record) == (1000, 2.0, "parsl")
     assert measure({"bytes": 1000, "seconds": 0.5}, (), record) == (1000, 0.5, "task")
     path = tmp_path / "out.bin"
     path.write_bytes(b"x" * 300)
-    assert measure(None, [File(str(path))], record) == (300, 2.0, "iobo")
-    assert measure("done", [str(path)], record) == (300, 2.0, "iobo")
+    assert measure(None, [File(str(path))], record) == (300, 2.0, "parsl")
+    assert measure("done", [str(path)], record) == (300, 2.0, "parsl")
     with pytest.raises(KernelError, match="declared no outputs"):
         measure(None, (), record)
     with pytest.raises(KernelError, match="cannot be measured"):

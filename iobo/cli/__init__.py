@@ -13,7 +13,8 @@ import sys
 
 from iobo.errors import IoboError
 
-COMMANDS = ("tune", "confirm", "minimize", "best", "export", "report", "importance", "space", "kernels", "characterize",
+COMMANDS = ("tune", "confirm", "minimize", "best", "export", "run", "report", "importance", "space", "kernels",
+            "characterize",
             "dashboard")
 """The commands, in the order ``iobo --help`` lists them; each is the module ``iobo.cli.<name>``."""
 

@@ -121,15 +121,31 @@ def chosen_config(study, full: bool = False):
     return best, IOConfig(values, space), how
 
 
+def study_spec(study):
+    """The spec that re-runs a study's trials (its kernel or command); :class:`ConfigError` saying in one line
+    what is missing (a decorated task's study is re-run by its own pipeline)."""
+    from iobo import kernels
+    from iobo.kernels.command import CommandSpec
+
+    attrs = study.user_attrs
+    if "command" in attrs:
+        return CommandSpec.from_attr(attrs["command"])
+    if "kernel" in attrs:
+        return kernels.rebuild(attrs["kernel"], attrs.get(kernels.KERNEL_SPEC_ATTR))
+    if "task" in attrs:
+        raise ConfigError(f"study {study.study_name!r} was tuned by @iobo.tune on task {attrs['task']!r}: only your "
+                          f"pipeline can run it again (mode='production' applies the best configuration)")
+    raise ConfigError(f"study {study.study_name!r} records no kernel, command or task: it was not made by iobo")
+
+
 def tuner_for(study, args):
-    """A :class:`iobo.tuner.Tuner` on an existing kernel study, with this command's run arguments."""
+    """A :class:`iobo.tuner.Tuner` on an existing study of a kernel or a command, with this command's run
+    arguments and the study's own space."""
     from iobo.progress import console_watchers
     from iobo.tuner import Tuner
 
     attrs = study.user_attrs
-    if "kernel" not in attrs:
-        raise ConfigError(f"study {study.study_name!r} was not made by `iobo tune` (it records no kernel): "
-                          f"re-measure it with the program that made it")
-    return Tuner(kernel=attrs["kernel"], ranks=attrs["ranks"], kernel_options=attrs["kernel_options"],
-                 storage=args.storage, study=study.study_name, workdir=args.workdir, launcher=launcher(args.mpiexec),
-                 timeout_s=args.timeout, runner=runner(args), **console_watchers())
+    spec = study_spec(study)
+    return Tuner(kernel=spec, ranks=attrs["ranks"], kernel_options=attrs.get("kernel_options", {}),
+                 space=study_space(study), storage=args.storage, study=study.study_name, workdir=args.workdir,
+                 launcher=launcher(args.mpiexec), timeout_s=args.timeout, runner=runner(args), **console_watchers())

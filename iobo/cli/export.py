@@ -24,6 +24,8 @@ def run(args) -> int:
     _, config, how = common.chosen_config(study, args.full)
     print(f"exporting {how}", file=sys.stderr)
     text = config.export(args.format, args.hints_path)
+    if args.format == "env" and "command" in study.user_attrs:  # the program's knobs: variables, fragments
+        text = common.study_spec(study).env_text(config, args.hints_path)
     if args.output:
         Path(args.output).write_text(text)
         print(f"wrote {args.format} to {args.output}", file=sys.stderr)

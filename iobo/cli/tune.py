@@ -1,4 +1,5 @@
-"""``iobo tune KERNEL``: tune a kernel's I/O configuration (a study of default runs, then a search)."""
+"""``iobo tune KERNEL`` or ``iobo tune --command 'PROGRAM ARGS'``: tune the I/O configuration of a kernel or of
+any program (a study of default runs, then a search)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,32 @@ def add_parser(sub) -> None:
     from iobo.samplers.registry import SAMPLERS
     from iobo.stopping import RULES
 
-    p = sub.add_parser("tune", help="tune a kernel's I/O configuration")
-    p.add_argument("kernel", help="kernel name (see `iobo kernels`)")
+    from iobo.kernels.command import UNITS
+
+    p = sub.add_parser("tune", help="tune the I/O configuration of a kernel or of your program (--command)")
+    p.add_argument("kernel", nargs="?", help="kernel name (see `iobo kernels`); or give --command or --spec")
+    program = p.add_argument_group(
+        "your program", "tune any MPI program, run under the preload shim (adapters/): `--command './app -o "
+        "{workdir}/out.h5'`; placeholders {ranks}, {workdir} (a fresh directory per trial), {trial}, {KNOB}")
+    program.add_argument("--command", dest="template", metavar="TEMPLATE",
+                         help="the program and its arguments (no mpiexec)")
+    program.add_argument("--spec", metavar="FILE", help="a TOML or JSON command spec (command, knobs, objective, "
+                                                        "params), for long command lines")
+    program.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE:FRAGMENT,...",
+                         help="a knob of the program: each value adds its fragment to the command (at {NAME}, "
+                              "else at the end); the first value is the default, e.g. files=shared:,per_process:-F")
+    program.add_argument("--env-knob", action="append", default=[], metavar="VARIABLE=VALUE,...",
+                         help="a knob set through an environment variable, e.g. OMP_NUM_THREADS=1,2")
+    program.add_argument("--objective", default=None, metavar="shim|wall|regex:PATTERN|json:PATH",
+                         help="what to maximise: the shim's I/O accounting (default), a bandwidth the program "
+                              "prints (regex on stdout, or a dotted path into a JSON line), or bytes left in "
+                              "{workdir} over wall time")
+    program.add_argument("--objective-unit", choices=tuple(UNITS), default="MB/s",
+                         help="unit of a regex or JSON bandwidth (default: %(default)s)")
+    program.add_argument("--params", metavar="NAME,NAME", help="tune only these I/O-stack parameters "
+                                                               "(default: every one the shim applies)")
+    program.add_argument("--keep", action="store_true", help="keep each trial's directory (its {workdir}, hints "
+                                                             "file and shim report)")
     p.add_argument("--ranks", type=int, default=2, help="MPI ranks per trial (default: %(default)s)")
     p.add_argument("--trials", type=int, default=30, help="finished trials the study should hold, default runs included")
     common.add_storage_args(p)
@@ -40,26 +65,59 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from iobo import kernels
     from iobo.progress import console_watchers
     from iobo.report import build_report
     from iobo.samplers.registry import make_sampler
     from iobo.stopping import RULES
     from iobo.tuner import Tuner
 
+    kernel, options = _what(args)
     tuner = Tuner(
-        kernel=args.kernel, ranks=args.ranks, trials=args.trials, storage=args.storage, study=args.study,
-        workdir=args.workdir, kernel_options=dict(args.option), max_in_flight=args.in_flight,
+        kernel=kernel, ranks=args.ranks, trials=args.trials, storage=args.storage, study=args.study,
+        workdir=args.workdir, kernel_options=options, max_in_flight=args.in_flight,
         default_repeats=args.default_repeats, timeout_s=args.timeout, seed=args.seed,
         launcher=common.launcher(args.mpiexec), runner=common.runner(args, args.in_flight),
         pruner=args.prune, stop_rule=RULES[args.stop_rule]() if args.stop_rule else None,
         **console_watchers(),
     )
     # impact-first reads earlier studies of the kernel: it needs the study's name, known once the tuner is made
-    tuner.sampler = make_sampler(args.sampler, args.seed, storage=tuner.storage, kernel=tuner.kernel,
-                                 study=tuner.study)
+    tuner.sampler = make_sampler(args.sampler, args.seed, storage=tuner.storage,
+                                 kernel=kernels.get(tuner.kernel).name, study=tuner.study)
     study = tuner.run()
     if args.confirm:
         tuner.confirm(args.confirm, minimize=not args.no_minimize)
     print()
     print(build_report(study).text())
     return 0
+
+
+def _what(args):
+    """(kernel name or command spec, options) from the arguments; :class:`ConfigError` for a wrong mix."""
+    from iobo.errors import ConfigError
+    from iobo.kernels.command import CommandSpec, Knob, Objective, load_spec
+
+    given = [name for name, value in (("KERNEL", args.kernel), ("--command", args.template), ("--spec", args.spec))
+             if value is not None]
+    if len(given) != 1:
+        raise ConfigError(f"tune takes one of KERNEL, --command or --spec; got {', '.join(given) or 'none'}")
+    program_flags = [flag for flag, used in (("--knob", args.knob), ("--env-knob", args.env_knob),
+                                             ("--objective", args.objective), ("--params", args.params),
+                                             ("--keep", args.keep)) if used]
+    options = dict(args.option)
+    if args.kernel is not None:
+        if program_flags:
+            raise ConfigError(f"{', '.join(program_flags)} apply to --command or --spec, not to a kernel")
+        return args.kernel, options
+    if options:
+        raise ConfigError(f"--option is for kernels; got {sorted(options)}: a command's options go in the command")
+    knobs = tuple(Knob.parse(k) for k in args.knob) + tuple(Knob.parse(k, env=True) for k in args.env_knob)
+    objective = Objective.parse(args.objective, args.objective_unit) if args.objective else None
+    params = [name.strip() for name in args.params.split(",")] if args.params else None
+    if args.spec:
+        spec = load_spec(args.spec, objective=objective, params=params)
+        if knobs:
+            spec = CommandSpec(spec.template, spec.knobs + knobs, spec.objective, spec.params, spec.cwd, spec.name)
+    else:
+        spec = CommandSpec(args.template, knobs, objective or Objective(), params)
+    return spec, {"keep": True} if args.keep else {}

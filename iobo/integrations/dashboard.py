@@ -99,7 +99,12 @@ def trial_note(trial, space=None) -> str:
     attrs = trial.user_attrs
     role = trials.role(trial)
     parts = []
-    if trial.state == TrialState.COMPLETE:
+    if trial.state == TrialState.COMPLETE and "measured_by" in attrs:  # a program run under the shim
+        parts.append(
+            f"**{trial.value:,.1f} MB/s** ({role}), measured by {attrs['measured_by']}; the whole job took "
+            f"{attrs.get('wall_seconds', 0):.3g} s"
+        )
+    elif trial.state == TrialState.COMPLETE:
         parts.append(
             f"**{trial.value:,.1f} MB/s** ({role}): {attrs.get('bytes', 0):,} bytes in {attrs.get('seconds', 0):.4g} s "
             f"(open + write + close, slowest rank); the whole job took {attrs.get('wall_seconds', 0):.3g} s"
@@ -127,6 +132,10 @@ def trial_note(trial, space=None) -> str:
         parts.append("#### MPI-IO hints in effect\n\nnone: no file was opened through MPI-IO")
     if attrs.get("not_applied"):
         parts.append("#### Not applied\n\n" + "\n".join(f"- `{k}`: {v}" for k, v in attrs["not_applied"].items()))
+    if attrs.get("io"):
+        parts.append("#### I/O seen by the shim\n\n" + _io_table(attrs["io"]))
+    if attrs.get("shim_warnings"):
+        parts.append("#### Shim warnings\n\n" + "\n".join(f"- {w}" for w in attrs["shim_warnings"]))
     if attrs.get("repaired"):
         parts.append("#### Repaired before launch\n\n" + "\n".join(f"- {line}" for line in attrs["repaired"]))
     if attrs.get("stderr_tail"):
@@ -134,12 +143,25 @@ def trial_note(trial, space=None) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def _io_table(io: dict) -> str:
+    """The shim's counters of one run per level (calls, bytes, the slowest rank's seconds), and where it counted."""
+    rows = []
+    for level, directions in io["levels"].items():
+        for direction in ("write", "read"):
+            d = directions[direction]
+            if d["calls"]:
+                rows.append((f"{level} {direction}", f"{d['calls']:,}", f"{d['bytes']:,}", f"{d['max_seconds']:.4g}"))
+    head = (f"{io['ranks']} rank(s); value from the {io['level']} level; slowest rank {io['slowest_rank']}; "
+            f"HDF5 linked {io['hdf5_linked']}\n\n")
+    return head + (_table(("level", "calls", "bytes", "seconds (slowest rank)"), rows) if rows else "no I/O")
+
+
 def _space(study):
-    """The study's kernel's search space, or None when the kernel is not registered here."""
+    """The study's recorded search space, else its kernel's, or None when neither is known here."""
     from iobo import kernels
 
     kernel = study.user_attrs.get("kernel")
-    return kernels.get(kernel).space() if kernel in kernels.names() else None
+    return trials.stored_space(study) or (kernels.get(kernel).space() if kernel in kernels.names() else None)
 
 
 def _table(header: tuple[str, ...], rows) -> str:

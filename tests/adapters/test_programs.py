@@ -12,7 +12,6 @@ and ``h5ls -va`` on the written file, and the files' sizes.
 
 import json
 import os
-import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,8 @@ from iobo.config import IOConfig
 from iobo.errors import ConfigError
 from iobo.kernels import ior
 from iobo.space import KiB, MiB
+
+from support.programs import h5dump_layouts, h5ls_addresses
 
 RANKS = 2
 CONTIGUOUS_COLLECTIVE, CHUNK_COLLECTIVE = 4, 2  # H5D_mpio_actual_io_mode_t
@@ -57,33 +58,6 @@ def run(binary: Path, target: Path, values: dict, scratch: Path, verbose: bool =
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     assert len(lines) == 1, done.stdout
     return Run(json.loads(lines[0]), done.stderr, adapters.read_report(prefix))
-
-
-def h5dump_layouts(path: Path) -> dict[str, tuple]:
-    """{dataset: ("chunked", dims) or ("contiguous", None)} from ``h5dump -p -H``."""
-    text = subprocess.run(["h5dump", "-p", "-H", str(path)], capture_output=True, text=True, check=True).stdout
-    layouts = {}
-    for name, body in re.findall(r'DATASET "([^"]+)" \{(.*?)\n\s*\}\n', text, re.S):
-        chunked = re.search(r"CHUNKED \( ([\d, ]+) \)", body)
-        if chunked:
-            layouts[name] = ("chunked", tuple(int(d) for d in chunked.group(1).split(",")))
-        elif "CONTIGUOUS" in body:
-            layouts[name] = ("contiguous", None)
-    return layouts
-
-
-def h5ls_addresses(path: Path) -> dict[str, int]:
-    """{dataset: file address of its data} from ``h5ls -va`` (contiguous datasets)."""
-    text = subprocess.run(["h5ls", "-va", str(path)], capture_output=True, text=True, check=True).stdout
-    addresses, current = {}, None
-    for line in text.splitlines():
-        dataset = re.match(r"^(\S+)\s+Dataset ", line)
-        address = re.match(r"^\s+Address:\s+(\d+)", line)
-        if dataset:
-            current = dataset.group(1)
-        elif address and current:
-            addresses[current] = int(address.group(1))
-    return addresses
 
 
 def only_not_applied(report: dict) -> dict[str, dict]:
@@ -261,3 +235,19 @@ def test_read_report_says_when_ranks_are_missing(library, programs, scratch):
     assert report["ranks"] == 1 and report["bytes_written"] == POSIX_BLOCKS * 64 * KiB + 4 * KiB
     assert report["warnings"] == ["only 1 of 2 ranks wrote a report (ranks [0]): the others ended before "
                                   "MPI_Finalize or exit; the totals cover the ranks listed"]
+
+
+def test_all_levels_seconds_count_the_io_hdf5_does_outside_the_programs_writes(library, programs, hdf5_tools, scratch):
+    """A chunked dataset of parallel HDF5 is allocated and filled at H5Dcreate: MPI-IO and POSIX writes no H5Dwrite
+    contains. io_seconds (the HDF5 level) leaves them out; all_levels_seconds, the run's measure, has them."""
+    target = scratch / "f.h5"
+    report = run(programs["hdf5_18"], target, {"layout": "chunked", "chunk_size": 256 * KiB}, scratch).report
+    assert set(h5dump_layouts(target).values()) == {("chunked", (65536,))}
+    data = report["bytes_written"]
+    assert report["levels"]["mpiio"]["write"]["bytes"] >= 2 * data  # the fill values, then the data
+    assert report["levels"]["posix"]["write"]["bytes"] >= 2 * data
+    busiest = {r["rank"]: max(sum(r["levels"][level][d]["seconds"] for d in ("write", "read"))
+                              for level in adapters.LEVELS) for r in report["per_rank"]}
+    assert report["all_levels_seconds"] == max(busiest.values()) >= report["io_seconds"]
+    assert report["all_levels_rank"] == max(busiest, key=busiest.get)
+    assert adapters.run_measure(report) == (data + report["bytes_read"], report["all_levels_seconds"])

@@ -222,3 +222,22 @@ def test_the_dashboard_shows_the_trials_best_value_notes_and_figures(tuned, dash
     assert f"{best.value:,.1f} MB/s ({best.user_attrs['role']})" in page  # its note, rendered
     browser.save_screenshot(str(tmp_path / "best-trial.png"))
     print(f"screenshots: {tmp_path / 'study.png'}, {tmp_path / 'best-trial.png'}")
+
+
+def test_the_note_of_a_command_trial_shows_the_shims_counters_and_warnings(library, programs, storage, scratch):
+    from iobo.kernels.command import CommandSpec
+    from iobo.runners.local import LocalRunner
+
+    spec = CommandSpec(f"{programs['mpiio']} {{workdir}}/d.bin", params=("cb_buffer_size", "cb_nodes"))
+    tuner = Tuner(kernel=spec, ranks=2, storage=storage, study="c", workdir=str(scratch), runner=LocalRunner(),
+                  warmup=False, echo=None)
+    values = {**spec.space().default(), "cb_buffer_size": 4 * 1024 * 1024, "cb_nodes": 2}
+    [trial] = tuner.measure(tuner.open_study(), [(values, {"role": ROLE_SEARCH})])
+    note = trial_note(trial, spec.space())
+    assert f"({ROLE_SEARCH}), measured by the shim's I/O accounting" in note
+    assert "| `cb_buffer_size` | `4194304` | `4194304` |" in note  # in effect, requested
+    assert "#### I/O seen by the shim\n\n2 rank(s); value from the mpiio level" in note
+    write = trial.user_attrs["io"]["levels"]["mpiio"]["write"]
+    assert f"| `mpiio write` | `{write['calls']:,}` | `{write['bytes']:,}` |" in note
+    assert "#### Not applied\n\n- `cb_nodes`: ROMIO lowered it" in note
+    assert "#### Shim warnings\n\n- IOBO_CB_NODES=2 did not take effect" in note

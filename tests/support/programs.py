@@ -1,5 +1,13 @@
-"""Fixtures for the shim's tests on compiled C programs: the shim, and the programs built once a session."""
+"""The compiled C test programs (tests/adapters/programs/) and evidence read from their files.
 
+Fixtures (session-wide, registered by tests/conftest.py): ``library`` (the
+preload shim, built by the Makefile's rule), ``programs`` (each program
+compiled once: {name: executable}), ``hdf5_tools`` (h5dump and h5ls are
+installed). Helpers read a file with Debian's hdf5-tools, independently of
+the shim: :func:`h5dump_layouts`, :func:`h5ls_addresses`.
+"""
+
+import re
 import shlex
 import shutil
 import subprocess
@@ -10,7 +18,7 @@ import pytest
 from iobo import adapters
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = Path(__file__).resolve().parent / "programs"
+SOURCES = ROOT / "tests" / "adapters" / "programs"
 HDF5_PC = "hdf5-mpich"
 
 
@@ -64,3 +72,30 @@ def hdf5_tools():
     """h5dump and h5ls (Debian's hdf5-tools): evidence read from the file, independent of the shim."""
     missing = [tool for tool in ("h5dump", "h5ls") if not shutil.which(tool)]
     assert not missing, f"{missing} not found: install Debian's hdf5-tools (apt-get install hdf5-tools)"
+
+
+def h5dump_layouts(path: Path) -> dict[str, tuple]:
+    """{dataset: ("chunked", dims) or ("contiguous", None)} from ``h5dump -p -H``."""
+    text = subprocess.run(["h5dump", "-p", "-H", str(path)], capture_output=True, text=True, check=True).stdout
+    layouts = {}
+    for name, body in re.findall(r'DATASET "([^"]+)" \{(.*?)\n\s*\}\n', text, re.S):
+        chunked = re.search(r"CHUNKED \( ([\d, ]+) \)", body)
+        if chunked:
+            layouts[name] = ("chunked", tuple(int(d) for d in chunked.group(1).split(",")))
+        elif "CONTIGUOUS" in body:
+            layouts[name] = ("contiguous", None)
+    return layouts
+
+
+def h5ls_addresses(path: Path) -> dict[str, int]:
+    """{dataset: file address of its data} from ``h5ls -va`` (contiguous datasets)."""
+    text = subprocess.run(["h5ls", "-va", str(path)], capture_output=True, text=True, check=True).stdout
+    addresses, current = {}, None
+    for line in text.splitlines():
+        dataset = re.match(r"^(\S+)\s+Dataset ", line)
+        address = re.match(r"^\s+Address:\s+(\d+)", line)
+        if dataset:
+            current = dataset.group(1)
+        elif address and current:
+            addresses[current] = int(address.group(1))
+    return addresses
