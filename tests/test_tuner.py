@@ -75,7 +75,7 @@ def test_a_trial_that_hangs_times_out_as_fail(storage, scratch, hanging_kernel):
 
 def _tune_cli(storage, scratch, trials):
     return [sys.executable, "-m", "iobo.cli", "tune", "vpic", "--ranks", "2", "--trials", str(trials),
-            "--storage", storage, "--study", "r", "--workdir", str(scratch), "--sampler", "tpe",
+            "--storage", storage, "--study", "r", "--workdir", str(scratch), "--sampler", "tpe", "--confirm", "0",
             "--option", f"particles={SMALL_VPIC['particles']}", "--option", f"steps={SMALL_VPIC['steps']}"]
 
 

@@ -35,7 +35,9 @@ CASES = {
 
 
 def tune(capsys, *argv):
-    code = main([str(a) for a in argv])
+    """``iobo tune`` without the confirmation unless asked for (these tests look at the search trials)."""
+    argv = [str(a) for a in argv]
+    code = main(argv + ([] if "--confirm" in argv else ["--confirm", "0"]))
     out, err = capsys.readouterr()
     return code, out, err
 
