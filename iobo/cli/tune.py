@@ -37,6 +37,10 @@ def add_parser(sub) -> None:
                         "(default: %(default)s; 0 skips both)")
     p.add_argument("--no-minimize", action="store_true",
                    help="confirm the best trial's whole configuration, without testing which changes matter")
+    p.add_argument("--from-darshan", metavar="LOG",
+                   help="a Darshan log of the application: run the configurations its rules suggest (`iobo "
+                        "characterize LOG --suggest`) first, after the default runs, and record its "
+                        "characterisation in the study's context")
 
 
 def run(args) -> int:
@@ -46,20 +50,50 @@ def run(args) -> int:
     from iobo.stopping import RULES
     from iobo.tuner import Tuner
 
+    suggestions, characterization = _rules_from(args.from_darshan) if args.from_darshan else (None, None)
     tuner = Tuner(
         kernel=args.kernel, ranks=args.ranks, trials=args.trials, storage=args.storage, study=args.study,
         workdir=args.workdir, kernel_options=dict(args.option), max_in_flight=args.in_flight,
         default_repeats=args.default_repeats, timeout_s=args.timeout, seed=args.seed,
         launcher=common.launcher(args.mpiexec), runner=common.runner(args, args.in_flight),
         pruner=args.prune, stop_rule=RULES[args.stop_rule]() if args.stop_rule else None,
-        **console_watchers(),
+        characterization=characterization, **console_watchers(),
     )
     # impact-first reads earlier studies of the kernel: it needs the study's name, known once the tuner is made
     tuner.sampler = make_sampler(args.sampler, args.seed, storage=tuner.storage, kernel=tuner.kernel,
                                  study=tuner.study)
+    if suggestions is not None:
+        _queue_rule_trials(tuner, suggestions)
     study = tuner.run()
     if args.confirm:
         tuner.confirm(args.confirm, minimize=not args.no_minimize)
     print()
     print(build_report(study).text())
     return 0
+
+
+def _rules_from(log: str):
+    """(the rules' suggestions, the characterisation summary) of a Darshan log."""
+    from iobo.integrations.darshan import characterize
+    from iobo.integrations.darshan_rules import suggest, summary
+
+    characterization = characterize(log)
+    suggestions = suggest(characterization)
+    return suggestions, summary(characterization, suggestions)
+
+
+def _queue_rule_trials(tuner, suggestions) -> None:
+    """Queue the default runs, then the rules' configurations, so that they run in that order."""
+    from pathlib import Path
+
+    from iobo.integrations.darshan_rules import enqueue_suggestions
+    from iobo.stack import filesystem_type
+
+    study = tuner.open_study()
+    tuner.enqueue_defaults(study)
+    queued, notes = enqueue_suggestions(study, suggestions, tuner.space, tuner.workload,
+                                        filesystem_type(Path(tuner.workdir)))
+    for candidate in queued:
+        print(f"queued {candidate.origin}: {candidate.reason}")
+    for note in notes:
+        print(note)
