@@ -40,7 +40,9 @@ class StudyReport:
     default and the recommended configuration, the only source of a speedup;
     context: the study's context in one line (:mod:`iobo.context`);
     origins: (trial number, origin, MB/s or None) of every finished tuning
-    trial, in trial order (:func:`iobo.trials.origin`).
+    trial, in trial order (:func:`iobo.trials.origin`); predicted: trial number
+    -> the speedup over the default a warm start predicted for it
+    (:mod:`iobo.transfer`).
     """
 
     study: str
@@ -64,6 +66,7 @@ class StudyReport:
     frozen: dict[str, str] = field(default_factory=dict)  # knobs that never applied here, with the reason
     context: str = ""
     origins: list[tuple[int, str, float | None]] = field(default_factory=list)
+    predicted: dict[int, float] = field(default_factory=dict)
 
     @property
     def confirmed(self) -> bool:
@@ -204,13 +207,15 @@ class StudyReport:
 
     def origins_text(self) -> str:
         """How many tuning trials each kind of origin proposed, then every trial not from the default or the
-        sampler (rules, earlier studies) with its bandwidth, and the first sampler trial."""
+        sampler (rules, earlier studies) with its bandwidth (and, for a transferred one, the predicted and
+        the measured speedup over the baseline), and the first sampler trial."""
         kinds: dict[str, int] = {}
         for _, origin, _ in self.origins:
             kind = origin.split(":")[0]
             kinds[kind] = kinds.get(kind, 0) + 1
         text = ", ".join(f"{kind} {n}" for kind, n in kinds.items())
         proposed = [f"#{number} {origin} " + (f"{value:,.0f} MB/s" if value is not None else "failed")
+                    + self._prediction(number, value)
                     for number, origin, value in self.origins if origin not in ("default", "sampler")]
         if proposed:
             text += "; " + ", ".join(proposed)
@@ -218,6 +223,12 @@ class StudyReport:
         if first is not None:
             text += f"; sampler from #{first}"
         return text
+
+    def _prediction(self, number: int, value: float | None) -> str:
+        if number not in self.predicted:
+            return ""
+        measured = f", measured {value / self.default.median:.2f}x" if value is not None and self.default else ""
+        return f" (predicted {self.predicted[number]:.2f}x{measured})"
 
     @property
     def speedup_basis(self) -> str:
@@ -279,7 +290,8 @@ class StudyReport:
             "best_by_layer": {layer: [{"parameter": n, "default": d, "best": b} for n, d, b in rows]
                               for layer, rows in self.best_by_layer.items()},
             "context": self.context,
-            "origins": [{"trial": n, "origin": o, "mb_per_s": v} for n, o, v in self.origins],
+            "origins": [{"trial": n, "origin": o, "mb_per_s": v, "predicted_speedup": self.predicted.get(n)}
+                        for n, o, v in self.origins],
         }
 
 
@@ -400,6 +412,7 @@ def build_report(study) -> StudyReport:
         frozen=dict(study.user_attrs.get(study_trials.FROZEN_ATTR, {})),
         context=context.describe() if context else "",
         origins=origins,
+        predicted={t.number: t.user_attrs["predicted_speedup"] for t in trials if "predicted_speedup" in t.user_attrs},
     )
 
 
