@@ -31,7 +31,7 @@ from typing import Any
 
 from iobo import trials
 from iobo.context import Context, study_context
-from iobo.errors import ConfigError
+from iobo.errors import ConfigError, SpaceError
 from iobo.space import Space, Workload
 
 CONTEXT_FEATURES = ("ranks", "access_bytes", "fs_type")
@@ -113,7 +113,8 @@ def propose(studies: Sequence, context: Context, space: Space, workload: Workloa
     for study in studies:
         done = trials.tuning_trials(study)
         base = trials.baseline(done).median
-        mine = [(study.study_name, t.number, _config(t, space), t.value / base) for t in done]
+        mine = [(study.study_name, t.number, config, t.value / base) for t in done
+                if (config := _config(t, space)) is not None]
         runs += mine
         changed = [run for run in mine if run[2] != space.default()]
         best_of += sorted(changed, key=lambda run: -run[3])[:TOP_PER_STUDY]
@@ -141,10 +142,14 @@ def propose(studies: Sequence, context: Context, space: Space, workload: Workloa
     return ranked[:n]
 
 
-def _config(trial, space: Space) -> dict[str, Any]:
-    """The trial's configuration in ``space``: its parameters there, the rest at their defaults."""
+def _config(trial, space: Space) -> dict[str, Any] | None:
+    """The trial's configuration in ``space``: its parameters there, the rest at their defaults; None when a
+    value is not allowed in ``space`` (a study over another space of the kernel)."""
     ran = trials.config_of(trial)
-    return space.complete({k: v for k, v in ran.items() if k in space})
+    try:
+        return space.complete({k: v for k, v in ran.items() if k in space})
+    except SpaceError:
+        return None
 
 
 def _features(contexts: Sequence[Context]) -> dict[str, tuple]:
