@@ -37,7 +37,12 @@ class StudyReport:
     configuration's changes from the default (the minimal one when made);
     minimal: the minimal configuration with each tested knob's contribution;
     confirm_default / confirm_best: the interleaved re-measurement of the
-    default and the recommended configuration, the only source of a speedup.
+    default and the recommended configuration, the only source of a speedup;
+    context: the study's context in one line (:mod:`iobo.context`);
+    origins: (trial number, origin, MB/s or None) of every finished tuning
+    trial, in trial order (:func:`iobo.trials.origin`); predicted: trial number
+    -> the speedup over the default a warm start predicted for it
+    (:mod:`iobo.transfer`).
     """
 
     study: str
@@ -59,6 +64,9 @@ class StudyReport:
     minimal: Minimal | None = None
     recommendation: str = ""  # how the recommended configuration was chosen
     frozen: dict[str, str] = field(default_factory=dict)  # knobs that never applied here, with the reason
+    context: str = ""
+    origins: list[tuple[int, str, float | None]] = field(default_factory=list)
+    predicted: dict[int, float] = field(default_factory=dict)
 
     @property
     def confirmed(self) -> bool:
@@ -161,6 +169,10 @@ class StudyReport:
         dashboard's note render."""
         rows = [("kernel", f"{self.kernel} on {self.ranks} MPI ranks"),
                 ("trials", ", ".join(f"{n} {state.lower()}" for state, n in self.counts.items() if n))]
+        if self.context:
+            rows.append(("context", self.context))
+        if self.origins:
+            rows.append(("where trials came from", self.origins_text()))
         if self.baseline:
             rows.append(("default (baseline)", self.baseline.describe()))
         if self.best_value is not None:
@@ -192,6 +204,31 @@ class StudyReport:
             lines.append("what each change buys (with vs without, interleaved):")
             lines += [f"  {step.describe()}" for step in self.minimal.steps]
         return "\n".join(lines)
+
+    def origins_text(self) -> str:
+        """How many tuning trials each kind of origin proposed, then every trial not from the default or the
+        sampler (rules, earlier studies) with its bandwidth (and, for a transferred one, the predicted and
+        the measured speedup over the baseline), and the first sampler trial."""
+        kinds: dict[str, int] = {}
+        for _, origin, _ in self.origins:
+            kind = origin.split(":")[0]
+            kinds[kind] = kinds.get(kind, 0) + 1
+        text = ", ".join(f"{kind} {n}" for kind, n in kinds.items())
+        proposed = [f"#{number} {origin} " + (f"{value:,.0f} MB/s" if value is not None else "failed")
+                    + self._prediction(number, value)
+                    for number, origin, value in self.origins if origin not in ("default", "sampler")]
+        if proposed:
+            text += "; " + ", ".join(proposed)
+        first = next((number for number, origin, _ in self.origins if origin == "sampler"), None)
+        if first is not None:
+            text += f"; sampler from #{first}"
+        return text
+
+    def _prediction(self, number: int, value: float | None) -> str:
+        if number not in self.predicted:
+            return ""
+        measured = f", measured {value / self.default.median:.2f}x" if value is not None and self.default else ""
+        return f" (predicted {self.predicted[number]:.2f}x{measured})"
 
     @property
     def speedup_basis(self) -> str:
@@ -252,6 +289,9 @@ class StudyReport:
             "best_config_changed": self.best_config,
             "best_by_layer": {layer: [{"parameter": n, "default": d, "best": b} for n, d, b in rows]
                               for layer, rows in self.best_by_layer.items()},
+            "context": self.context,
+            "origins": [{"trial": n, "origin": o, "mb_per_s": v, "predicted_speedup": self.predicted.get(n)}
+                        for n, o, v in self.origins],
         }
 
 
@@ -314,6 +354,7 @@ def build_report(study) -> StudyReport:
     """Collect the figures of ``study`` (an ``optuna.Study``)."""
     from iobo import kernels
     from iobo.config import IOConfig
+    from iobo.context import study_context
     from iobo.errors import ConfigError
     from iobo.minimize import recommended
 
@@ -347,6 +388,10 @@ def build_report(study) -> StudyReport:
     baseline = study_trials.baseline(trials)
     curve = study_trials.roti_curve(trials, baseline.median if baseline else None)
     minimal = study.user_attrs.get(MINIMAL_ATTR)
+    context = study_context(study)
+    finished = tuple(study_trials.state(name) for name in ("COMPLETE", "FAIL", "PRUNED"))
+    origins = [(t.number, study_trials.origin(t), t.value) for t in trials
+               if t.state in finished and study_trials.is_tuning(t)]
     return StudyReport(
         study=study.study_name,
         kernel=kernel,
@@ -366,6 +411,9 @@ def build_report(study) -> StudyReport:
         minimal=Minimal.from_attr(minimal) if minimal and best and minimal["from_trial"] == best.number else None,
         recommendation=recommendation,
         frozen=dict(study.user_attrs.get(study_trials.FROZEN_ATTR, {})),
+        context=context.describe() if context else "",
+        origins=origins,
+        predicted={t.number: t.user_attrs["predicted_speedup"] for t in trials if "predicted_speedup" in t.user_attrs},
     )
 
 

@@ -17,6 +17,12 @@ Roles (user attr ``role``):
 
 Default and search runs are the *tuning* trials: what the budget counts,
 what importance and the GP see, what the RoTI curve is made of.
+
+Origins (user attr ``origin``, :func:`origin`): where a trial's
+configuration came from: ``default`` (the system default), ``rule:<name>``
+(a rule read from the application's Darshan log,
+:mod:`iobo.integrations.darshan_rules`), ``sampler`` (the study's sampler:
+its start-up design or its model), or the role of a re-measurement.
 Bandwidths are MB/s (10^6 bytes per second), maximised.
 """
 
@@ -40,6 +46,8 @@ ROLE_DEFAULT, ROLE_SEARCH = "default", "search"
 ROLE_CONFIRM_DEFAULT, ROLE_CONFIRM_BEST = "confirm-default", "confirm-best"
 ROLE_MINIMIZE = "minimize"
 TUNING_ROLES = (ROLE_DEFAULT, ROLE_SEARCH)
+ORIGIN_ATTR = "origin"
+ORIGIN_SAMPLER = "sampler"
 IDENTITY_KEYS = ("kernel", "ranks", "kernel_options", "task", "command")
 """Study attrs that say what a study tunes (a kernel at a scale, a decorated task, a command)."""
 
@@ -54,6 +62,14 @@ def state(name: str):
 def role(trial) -> str:
     """The trial's role; a trial enqueued without one is a search trial."""
     return trial.user_attrs.get("role", ROLE_SEARCH)
+
+
+def origin(trial) -> str:
+    """Where the trial's configuration came from: its ``origin`` attr, else its role for a run the tuner
+    queued (default, confirm, minimize), else ``sampler``."""
+    if ORIGIN_ATTR in trial.user_attrs:
+        return trial.user_attrs[ORIGIN_ATTR]
+    return role(trial) if role(trial) != ROLE_SEARCH else ORIGIN_SAMPLER
 
 
 def is_tuning(trial) -> bool:
@@ -249,6 +265,24 @@ def enqueue_defaults(study, default: Mapping[str, Any], repeats: int) -> int:
     return max(0, repeats - have)
 
 
+def enqueue_first(study, runs: Iterable[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> int:
+    """Queue search runs proposed before the sampler (rules, earlier studies): ``(configuration, attrs)`` pairs,
+    attrs with an ``origin``; a run whose origin a trial of the study already has is not queued again (a
+    resumed study). Returns how many were queued.
+
+    Queue them after :func:`enqueue_defaults`: Optuna runs waiting trials in the order they were queued.
+    """
+    have = {t.user_attrs.get(ORIGIN_ATTR) for t in study.get_trials(deepcopy=False)}
+    queued = 0
+    for values, attrs in runs:
+        if attrs[ORIGIN_ATTR] in have:
+            continue
+        study.enqueue_trial(dict(values), user_attrs={"role": ROLE_SEARCH, **attrs})
+        have.add(attrs[ORIGIN_ATTR])
+        queued += 1
+    return queued
+
+
 def owner() -> str:
     """``host:pid`` of this process: who started a trial (for clean-up after a crash)."""
     return f"{socket.gethostname()}:{os.getpid()}"
@@ -263,14 +297,15 @@ def record_suggestion(trial, space, workload, frozen: Iterable[str] = ()) -> dic
     """Ask ``trial`` for an assignment of ``space`` (constraints repaired) and record it on the trial.
 
     Attrs: owner (host:pid, first, so a resumed study can tell whose trial it
-    is), role (``search`` unless enqueued with one), config, repaired (what
-    the constraints changed, if anything), started_unix. ``frozen`` knobs
-    keep their defaults (see ``FROZEN_ATTR``).
+    is), role (``search`` unless enqueued with one), origin (:func:`origin`),
+    config, repaired (what the constraints changed, if anything),
+    started_unix. ``frozen`` knobs keep their defaults (see ``FROZEN_ATTR``).
     """
     trial.set_user_attr("owner", owner())
     trial_role = role(trial)
     values, repaired = space.suggest(trial, workload, frozen)
     trial.set_user_attr("role", trial_role)
+    trial.set_user_attr(ORIGIN_ATTR, origin(trial))
     trial.set_user_attr("config", values)
     if repaired:
         trial.set_user_attr("repaired", repaired)

@@ -27,6 +27,7 @@ from typing import Any
 from iobo import _compat, kernels, trials
 from iobo.errors import ConfigError, JobEnded, KernelError, KernelPruned
 from iobo.config import IOConfig
+from iobo.context import kernel_context, note_outcome, record_context
 from iobo.launch import KernelJob, MPILauncher, MpiexecLauncher
 from iobo.runners import Runner
 from iobo.space import Space
@@ -105,6 +106,7 @@ class Tuner:
     stop_rule: Any = None
     warmup: bool = True
     default_every: int = 10
+    characterization: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         checks = [
@@ -155,6 +157,7 @@ class Tuner:
     def run(self):
         """Tune until the study holds ``trials`` finished trials; returns the study."""
         study = self.open_study()
+        record_context(study, kernel_context(self.kernel, self.ranks, self.kernel_options, self.characterization))
         self._fail_stale(study)
         self.enqueue_defaults(study)
         finished = trials.count_finished(study)
@@ -383,6 +386,7 @@ class Tuner:
             trial.set_user_attr(key, value)
         study.tell(trial, outcome["mb_per_s"])
         self._freeze_environment_limits(study, outcome["result"].get("fs_type"))
+        note_outcome(study, trials.outcome_attrs(outcome))
         best = trials.best_trial(study)
         changed = IOConfig(trial.user_attrs["config"], self.space).changed()
         self._say(

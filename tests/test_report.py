@@ -242,3 +242,23 @@ def test_report_files_of_a_real_study_match_its_trials(storage, scratch, tmp_pat
     assert numbers["viability"] in page.replace("&#x27;", "'")
     assert all(f'<img src="{name}"' in page for name in files[2:])
     assert "Parameter importance skipped" in page
+
+
+def test_report_says_where_the_tuning_trials_came_from(study):
+    for minute in (1, 2, 3):
+        add(study, 100.0, ROLE_DEFAULT, minute)
+    add(study, 180.0, ROLE_SEARCH, 4, origin="transfer:vpic-4#7", predicted_speedup=1.5)
+    add(study, 150.0, ROLE_SEARCH, 5, origin="rule:misaligned")
+    add(study, None, ROLE_SEARCH, 6, state=TrialState.FAIL, origin="rule:small-writes")
+    add(study, 120.0, ROLE_SEARCH, 7)  # no origin attr: the sampler's
+    add(study, 130.0, ROLE_CONFIRM_BEST, 8)  # re-measurements are not tuning trials
+    report = build_report(study)
+    assert report.origins == [(0, "default", 100.0), (1, "default", 100.0), (2, "default", 100.0),
+                              (3, "transfer:vpic-4#7", 180.0), (4, "rule:misaligned", 150.0),
+                              (5, "rule:small-writes", None), (6, "sampler", 120.0)]
+    assert dict(report.summary_rows())["where trials came from"] == (
+        "default 3, transfer 1, rule 2, sampler 1; #3 transfer:vpic-4#7 180 MB/s (predicted 1.50x, measured 1.80x), "
+        "#4 rule:misaligned 150 MB/s, #5 rule:small-writes failed; sampler from #6")
+    assert report.to_dict()["origins"][3] == {"trial": 3, "origin": "transfer:vpic-4#7", "mb_per_s": 180.0,
+                                              "predicted_speedup": 1.5}
+    assert "vpic on 2 rank(s)" in dict(report.summary_rows())["context"]

@@ -62,6 +62,13 @@ def add_parser(sub) -> None:
                         "(default: %(default)s; 0 skips both)")
     p.add_argument("--no-minimize", action="store_true",
                    help="confirm the best trial's whole configuration, without testing which changes matter")
+    p.add_argument("--warm-start", action="store_true",
+                   help="first run the best configurations of earlier studies of this kernel in --storage (other "
+                        "ranks, sizes or file systems), ranked by a GP over their trials with the context as inputs")
+    p.add_argument("--from-darshan", metavar="LOG",
+                   help="a Darshan log of the application: run the configurations its rules suggest (`iobo "
+                        "characterize LOG --suggest`) first, after the default runs, and record its "
+                        "characterisation in the study's context")
 
 
 def run(args) -> int:
@@ -73,17 +80,20 @@ def run(args) -> int:
     from iobo.tuner import Tuner
 
     kernel, options = _what(args)
+    suggestions, characterization = _rules_from(args.from_darshan) if args.from_darshan else (None, None)
     tuner = Tuner(
         kernel=kernel, ranks=args.ranks, trials=args.trials, storage=args.storage, study=args.study,
         workdir=args.workdir, kernel_options=options, max_in_flight=args.in_flight,
         default_repeats=args.default_repeats, timeout_s=args.timeout, seed=args.seed,
         launcher=common.launcher(args.mpiexec), runner=common.runner(args, args.in_flight),
         pruner=args.prune, stop_rule=RULES[args.stop_rule]() if args.stop_rule else None,
-        **console_watchers(),
+        characterization=characterization, **console_watchers(),
     )
     # impact-first reads earlier studies of the kernel: it needs the study's name, known once the tuner is made
     tuner.sampler = make_sampler(args.sampler, args.seed, storage=tuner.storage,
                                  kernel=kernels.get(tuner.kernel).name, study=tuner.study)
+    if suggestions is not None or args.warm_start:
+        _queue_first(tuner, suggestions, args.warm_start)
     study = tuner.run()
     if args.confirm:
         tuner.confirm(args.confirm, minimize=not args.no_minimize)
@@ -121,3 +131,46 @@ def _what(args):
     else:
         spec = CommandSpec(args.template, knobs, objective or Objective(), params)
     return spec, {"keep": True} if args.keep else {}
+
+
+def _rules_from(log: str):
+    """(the rules' suggestions, the characterisation summary) of a Darshan log."""
+    from iobo.integrations.darshan import characterize
+    from iobo.integrations.darshan_rules import suggest, summary
+
+    characterization = characterize(log)
+    suggestions = suggest(characterization)
+    return suggestions, summary(characterization, suggestions)
+
+
+def _queue_first(tuner, suggestions, warm_start: bool) -> None:
+    """Queue the default runs, then the configurations transferred from earlier studies, then the rules' ones,
+    so that they run in that order."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from iobo.context import kernel_context
+    from iobo.stack import environment_limits, filesystem_type
+
+    study = tuner.open_study()
+    tuner.enqueue_defaults(study)
+    fs_type = filesystem_type(Path(tuner.workdir))
+    queued, notes = [], []
+    if warm_start:
+        from iobo.transfer import enqueue_transfer
+
+        context = replace(kernel_context(tuner.kernel, tuner.ranks, tuner.kernel_options), fs_type=fs_type)
+        found = enqueue_transfer(study, tuner.storage, context, tuner.space, tuner.workload,
+                                 environment_limits(tuner.space, fs_type))
+        queued += found[0]
+        notes += found[1]
+    if suggestions is not None:
+        from iobo.integrations.darshan_rules import enqueue_suggestions
+
+        found = enqueue_suggestions(study, suggestions, tuner.space, tuner.workload, fs_type)
+        queued += found[0]
+        notes += found[1]
+    for proposed in queued:
+        print(f"queued {proposed.origin}: {proposed.reason}")
+    for note in notes:
+        print(note)

@@ -120,6 +120,12 @@ class AccessPattern:
     The first access to a file is neither, so a purely sequential stream of n
     accesses scores (n - 1) / n. A fraction is None when there were no such
     operations; ``1 - sequential`` is the random share.
+
+    ``file_not_aligned`` counts reads and writes whose file offset was not a
+    multiple of the file system's alignment (``POSIX_FILE_NOT_ALIGNED``);
+    ``file_alignment_bytes`` is that alignment (``POSIX_FILE_ALIGNMENT``, the
+    largest over the records: 1 MiB on Lustre is the stripe size), 0 without
+    records.
     """
 
     reads: int
@@ -132,6 +138,14 @@ class AccessPattern:
     sequential_write_fraction: float | None
     consecutive_read_fraction: float | None
     consecutive_write_fraction: float | None
+    file_not_aligned: int = 0
+    file_alignment_bytes: int = 0
+
+    @property
+    def misaligned_fraction(self) -> float | None:
+        """Share of reads and writes at a file offset off the file system's alignment; None without any."""
+        operations = self.reads + self.writes
+        return self.file_not_aligned / operations if operations else None
 
 
 @dataclass(frozen=True)
@@ -156,6 +170,8 @@ class Characterization:
     to its volumes; ``bandwidth_mb_per_s`` is ``io[bandwidth_module].mb_per_s``
     (see ``ModuleIO``). ``mpiio_ops`` is None without MPI-IO, ``pattern`` None
     without POSIX, ``lustre`` empty without the LUSTRE module.
+    ``shared_file_bytes`` maps each file every rank opened (a rank -1 record of
+    POSIX or STDIO) to the bytes read plus written on it through those layers.
     """
 
     path: str
@@ -171,6 +187,7 @@ class Characterization:
     access_sizes: dict[str, AccessSizes]
     pattern: AccessPattern | None
     lustre: tuple[LustreLayout, ...]
+    shared_file_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def as_dict(self) -> dict:
         """Plain JSON-able dict (nested dicts and lists) to store on a trial."""
@@ -207,6 +224,7 @@ def characterize(path: str | os.PathLike) -> Characterization:
         },
         pattern=_access_pattern(frames["POSIX"]["counters"]) if "POSIX" in frames else None,
         lustre=_lustre_layouts(report),
+        shared_file_bytes=_shared_file_bytes(report, frames),
     )
 
 
@@ -428,7 +446,27 @@ def _access_pattern(counters) -> AccessPattern:
         sequential_write_fraction=fraction(seq_writes, writes),
         consecutive_read_fraction=fraction(consec_reads, reads),
         consecutive_write_fraction=fraction(consec_writes, writes),
+        file_not_aligned=total("FILE_NOT_ALIGNED"),
+        file_alignment_bytes=int(counters["POSIX_FILE_ALIGNMENT"].max()),
     )
+
+
+FILE_MODULES = ("POSIX", "STDIO")
+"""Modules whose records are files as the file system sees them (what Lustre stripes)."""
+
+
+def _shared_file_bytes(report, frames) -> dict[str, int]:
+    moved: dict[str, int] = {}
+    for module in FILE_MODULES:
+        if module not in frames:
+            continue
+        counters = frames[module]["counters"]
+        shared = counters[counters["rank"] == -1]
+        prefix = BYTE_MODULES[module]
+        for file_id, n_bytes in zip(shared["id"], shared[f"{prefix}_BYTES_READ"] + shared[f"{prefix}_BYTES_WRITTEN"]):
+            path = report.name_records.get(int(file_id), str(int(file_id)))
+            moved[path] = moved.get(path, 0) + int(n_bytes)
+    return moved
 
 
 def _lustre_layouts(report) -> tuple[LustreLayout, ...]:
@@ -521,7 +559,8 @@ def _format_pattern(pattern: AccessPattern) -> str:
         f"POSIX pattern: {pattern.reads} reads ({share(pattern.sequential_read_fraction)} sequential, "
         f"{share(pattern.consecutive_read_fraction)} consecutive), {pattern.writes} writes "
         f"({share(pattern.sequential_write_fraction)} sequential, "
-        f"{share(pattern.consecutive_write_fraction)} consecutive)"
+        f"{share(pattern.consecutive_write_fraction)} consecutive); {pattern.file_not_aligned} "
+        f"({share(pattern.misaligned_fraction)}) off the file system's {_size(pattern.file_alignment_bytes)} alignment"
     )
 
 

@@ -4,7 +4,8 @@
 dashboard shows of iobo comes from the study itself:
 
 - each finished trial carries a note (optuna-dashboard's Markdown notes)
-  with the HDF5 settings and MPI-IO hints in effect, what was not applied,
+  with where its configuration came from (default, a rule with its
+  evidence, the sampler), the HDF5 settings and MPI-IO hints in effect, what was not applied,
   the bytes moved, the per-step bandwidth and, for a failed trial, the
   reason and the tail of its stderr;
 - the study carries a note with the report text and plotly figures: best
@@ -113,6 +114,8 @@ def trial_note(trial, space=None) -> str:
         parts.append("Per-step bandwidth (MB/s): " + (", ".join(f"{v:,.1f}" for v in steps) or "none reported"))
     else:
         parts.append(f"**{trial.state.name}** ({role}): {attrs.get('fail_reason', 'no reason recorded')}")
+    reason = attrs.get("origin_reason")
+    parts.append(f"Origin: `{trials.origin(trial)}`" + (f": {reason}" if reason else ""))
     if space is not None and "config" in attrs:
         from iobo.config import IOConfig
         from iobo.space import format_value

@@ -297,3 +297,28 @@ def test_corrupt_compressed_data(tmp_path):
     path = tmp_path / "corrupt.darshan"
     path.write_bytes(bytes(data))
     assert_config_error(path, "corrupt")
+
+
+@pytest.mark.parametrize("path", [VPIC, IOR_HDF5, MACSIO, IOR_FPP], ids=lambda p: p.stem[:12])
+def test_misaligned_operations_and_the_alignment(characterized, path):
+    pattern = characterized[path].pattern
+    records = raw_records(path, "POSIX")
+    operations = total(records, "POSIX_READS") + total(records, "POSIX_WRITES")
+    assert pattern.file_not_aligned == total(records, "POSIX_FILE_NOT_ALIGNED")
+    assert pattern.file_alignment_bytes == max(int(r["counters"]["POSIX_FILE_ALIGNMENT"]) for r in records)
+    assert pattern.misaligned_fraction == total(records, "POSIX_FILE_NOT_ALIGNED") / operations
+
+
+@pytest.mark.parametrize("path", ALL_LOGS, ids=lambda p: p.stem[:12])
+def test_shared_file_bytes_are_the_rank_minus_one_records(characterized, path):
+    report = open_report(path)
+    expected = defaultdict(int)
+    for module in ("POSIX", "STDIO"):
+        if module not in report.modules:
+            continue
+        report.mod_read_all_records(module, dtype="dict")  # also reads the names of the files
+        for r in report.records[module]:
+            if r["rank"] == -1:
+                expected[report.name_records[r["id"]]] += (int(r["counters"][f"{module}_BYTES_READ"])
+                                                           + int(r["counters"][f"{module}_BYTES_WRITTEN"]))
+    assert characterized[path].shared_file_bytes == dict(expected)

@@ -1,0 +1,181 @@
+"""Warm start: the first search trials of a new study from earlier studies of the same kernel.
+
+A first, minimal form of transfer (issue 19, item 2). The earlier studies in
+the storage that tuned the same kernel in another context (other ranks,
+sizes or file system, :mod:`iobo.context`) give:
+
+- data: every completed tuning trial, as its speedup over its own study's
+  baseline (bandwidth / median of the study's default runs), so that a
+  faster machine or scale does not look like a better configuration;
+- one GP (:class:`iobo.surrogate.Surrogate`, the sampler's model) over the
+  configuration *and* the context (``CONTEXT_FEATURES``: ranks, bytes per
+  call, file system), fitted to ``log(speedup)`` of all those trials;
+- candidates: each earlier study's best few configurations, ranked by the
+  GP's predicted speedup at the new study's context.
+
+:func:`propose` returns the best-ranked candidates; ``iobo tune
+--warm-start`` queues them right after the default runs (and the rules'
+trials), each with origin ``transfer:<study>#<trial>`` and the predicted
+speedup in the trial attr ``predicted_speedup``, so the report can set the
+prediction against the measurement. After that the study's own sampler
+decides, with the transferred trials as its data (the earlier trials do not
+enter the new study's GP: not done here).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from iobo import trials
+from iobo.context import Context, study_context
+from iobo.errors import ConfigError, SpaceError
+from iobo.space import Space, Workload
+
+CONTEXT_FEATURES = ("ranks", "access_bytes", "fs_type")
+"""Context fields the GP takes as inputs: what is known before the new study's first run."""
+FEATURE_PREFIX = "context."
+TOP_PER_STUDY = 3
+"""Candidates: the best this many configurations (other than the default) of each earlier study."""
+MIN_TRIALS = 2
+"""Completed tuning trials an earlier study needs to take part."""
+
+
+@dataclass(frozen=True)
+class Transferred:
+    """A configuration from an earlier study, with the GP's prediction for the new context.
+
+    values: the whole configuration; source, trial: the earlier study and
+    its trial that measured it; measured_speedup: its bandwidth over that
+    study's baseline; predicted_speedup: the GP's posterior mean speedup at
+    the new context (``exp`` of the mean of ``log(speedup)``); basis: what the
+    GP was fitted to, in words.
+    """
+
+    values: dict[str, Any]
+    source: str
+    trial: int
+    measured_speedup: float
+    predicted_speedup: float
+    basis: str
+
+    @property
+    def origin(self) -> str:
+        return f"transfer:{self.source}#{self.trial}"
+
+    @property
+    def reason(self) -> str:
+        return (f"{self.measured_speedup:.2f}x over the default in study {self.source!r} (trial {self.trial}); "
+                f"predicted {self.predicted_speedup:.2f}x here by {self.basis}")
+
+    def trial_attrs(self) -> dict[str, Any]:
+        """The user attrs of the search trial that measures it."""
+        return {"role": trials.ROLE_SEARCH, trials.ORIGIN_ATTR: self.origin, "origin_reason": self.reason,
+                "predicted_speedup": self.predicted_speedup}
+
+
+def related_studies(storage, kernel: str, exclude: str | None = None) -> list:
+    """Studies in ``storage`` that tuned ``kernel`` (``exclude`` left out), with at least ``MIN_TRIALS``
+    completed tuning trials and a baseline."""
+    import optuna
+
+    from iobo.storage import open_storage
+
+    storage = open_storage(storage)
+    found = []
+    for summary in optuna.get_all_study_summaries(storage):
+        if summary.study_name == exclude or summary.user_attrs.get("kernel") != kernel:
+            continue
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+        done = trials.tuning_trials(study)
+        if len(done) >= MIN_TRIALS and trials.baseline(done) is not None:
+            found.append(study)
+    return found
+
+
+def propose(studies: Sequence, context: Context, space: Space, workload: Workload, n: int = 3,
+            frozen: Mapping[str, str] = ()) -> list[Transferred]:
+    """The ``n`` configurations of ``studies`` the contextual GP predicts best at ``context``, best first.
+
+    Configurations get ``frozen`` knobs (``{name: why}``, e.g. striping off
+    Lustre) at their defaults and are repaired to ``workload`` (e.g.
+    ``cb_nodes`` within the ranks); those that become the system default are
+    left out. Raises ``ConfigError`` when the studies hold fewer than 2
+    usable trials.
+    """
+    from iobo.surrogate import Surrogate
+
+    contexts = {s.study_name: study_context(s) for s in studies}
+    runs: list[tuple[str, int, dict[str, Any], float]] = []  # (study, trial, configuration, speedup)
+    best_of: list[tuple[str, int, dict[str, Any], float]] = []
+    for study in studies:
+        done = trials.tuning_trials(study)
+        base = trials.baseline(done).median
+        mine = [(study.study_name, t.number, config, t.value / base) for t in done
+                if (config := _config(t, space)) is not None]
+        runs += mine
+        changed = [run for run in mine if run[2] != space.default()]
+        best_of += sorted(changed, key=lambda run: -run[3])[:TOP_PER_STUDY]
+    if len(runs) < 2:
+        raise ConfigError(f"warm start needs at least 2 completed trials in earlier studies; found {len(runs)}: "
+                          f"tune this kernel in another context first, or leave out --warm-start")
+    features = _features([*contexts.values(), context])
+    choices = {**{p.name: p.values for p in space}, **features}
+    inputs = [{**config, **_feature_values(contexts[name], features)} for name, _, config, _ in runs]
+    surrogate = Surrogate.from_runs(choices, inputs, [speedup for *_, speedup in runs])
+    here = _feature_values(context, features)
+    default = space.default()
+    basis = (f"a GP over {len(runs)} trials of {len(studies)} earlier studies with "
+             f"{', '.join(f.removeprefix(FEATURE_PREFIX) for f in features) or 'no context'} as inputs")
+    seen, ranked = set(), []
+    for name, number, config, speedup in sorted(best_of, key=lambda run: -run[3]):  # a repeat: its best study
+        values, _ = space.repair({**config, **{k: default[k] for k in frozen or () if k in default}}, workload)
+        key = tuple(sorted((k, repr(v)) for k, v in values.items()))
+        if values == default or key in seen:
+            continue
+        seen.add(key)
+        mean, _ = surrogate.log_posterior(surrogate.encoding.to_row({**values, **here})[None, :])
+        ranked.append(Transferred(values, name, number, speedup, float(math.exp(mean[0])), basis))
+    ranked.sort(key=lambda t: -t.predicted_speedup)
+    return ranked[:n]
+
+
+def _config(trial, space: Space) -> dict[str, Any] | None:
+    """The trial's configuration in ``space``: its parameters there, the rest at their defaults; None when a
+    value is not allowed in ``space`` (a study over another space of the kernel)."""
+    ran = trials.config_of(trial)
+    try:
+        return space.complete({k: v for k, v in ran.items() if k in space})
+    except SpaceError:
+        return None
+
+
+def _features(contexts: Sequence[Context]) -> dict[str, tuple]:
+    """``{context.<field>: sorted distinct values}`` of the features that vary over ``contexts``."""
+    features = {}
+    for name in CONTEXT_FEATURES:
+        values = {getattr(c, name) for c in contexts}
+        if len(values) > 1:
+            features[FEATURE_PREFIX + name] = tuple(sorted(values, key=lambda v: (v is not None, v or 0)))
+    return features
+
+
+def _feature_values(context: Context, features: Mapping[str, tuple]) -> dict[str, Any]:
+    return {name: getattr(context, name.removeprefix(FEATURE_PREFIX)) for name in features}
+
+
+def enqueue_transfer(study, storage, context: Context, space: Space, workload: Workload, frozen: Mapping[str, str],
+                     n: int = 3) -> tuple[list[Transferred], list[str]]:
+    """Queue :func:`propose`'s configurations from the other studies of ``context.kernel`` in ``storage`` as the
+    study's next search trials (after its default runs); once per study. Returns (queued now, notes)."""
+    earlier = related_studies(storage, context.kernel, exclude=study.study_name)
+    if not earlier:
+        return [], [f"warm start: no earlier study of kernel {context.kernel!r} with {MIN_TRIALS}+ completed trials "
+                    f"in the storage; starting cold"]
+    chosen = propose(earlier, context, space, workload, n, frozen)
+    have = {t.user_attrs.get(trials.ORIGIN_ATTR) for t in study.get_trials(deepcopy=False)}
+    fresh = [t for t in chosen if t.origin not in have]
+    trials.enqueue_first(study, [(t.values, t.trial_attrs()) for t in fresh])
+    return fresh, [f"warm start: {t.origin} already in the study" for t in chosen if t.origin in have]

@@ -1,0 +1,115 @@
+"""Warm start from earlier studies: a GP over their trials with the context as inputs ranks what to run first."""
+
+import datetime as dt
+from dataclasses import replace
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from iobo.cli import main
+from iobo.context import CONTEXT_ATTR, kernel_context
+from iobo.errors import ConfigError
+from iobo.kernels import vpic
+from iobo.space import MiB
+from iobo.transfer import propose, related_studies
+
+from support.sizes import SMALL_VPIC
+
+SPACE = vpic.space()
+PER_PROCESS = {"files": "per_process"}  # the optimum of small writes in the earlier studies below
+ALIGNED = {"alignment_interval": 4 * MiB, "alignment_threshold": MiB}  # the optimum of large writes
+OTHERS = ({"sieve_buf_size": MiB}, {"meta_block_size": 32768}, {"romio_ds_write": "disable"})
+
+
+def earlier_study(storage, name, ranks, particles, speedups, fs_type="tmpfs"):
+    """A stored study of vpic at (ranks, particles): 3 default runs at 100 MB/s, then ``speedups``
+    ({changes: speedup}) as search trials; its context recorded as the tuner records it."""
+    study = optuna.create_study(storage=storage, study_name=name, direction="maximize")
+    options = vpic.SPEC.resolve_options({"particles": particles})
+    study.set_user_attr("kernel", "vpic")
+    study.set_user_attr("ranks", ranks)
+    study.set_user_attr("kernel_options", options)
+    study.set_user_attr(CONTEXT_ATTR, replace(kernel_context("vpic", ranks, options), fs_type=fs_type).to_attr())
+    runs = [({}, 1.0, "default"), ({}, 1.02, "default"), ({}, 0.98, "default")]
+    runs += [(changes, speedup, "search") for changes, speedup in speedups]
+    start = dt.datetime(2026, 1, 1)
+    for minute, (changes, speedup, role) in enumerate(runs):
+        config = SPACE.complete(changes)
+        study.add_trial(FrozenTrial(
+            number=0, trial_id=0, state=TrialState.COMPLETE, value=100.0 * speedup,
+            datetime_start=start + dt.timedelta(minutes=minute), datetime_complete=start + dt.timedelta(minutes=minute),
+            params={"files": config["files"]}, distributions={"files": CategoricalDistribution(("shared", "per_process"))},
+            user_attrs={"role": role, "config": config}, system_attrs={}, intermediate_values={}))
+    return study
+
+
+@pytest.fixture
+def earlier(storage):
+    """Two studies of small writes (4 KiB per call) where a file per process wins, one of large writes (4 MiB per
+    call) where alignment wins: pooled without their contexts, the file per process would look best."""
+    small = [(PER_PROCESS, 2.0), (ALIGNED, 1.0), *((c, 1.0) for c in OTHERS)]
+    large = [(PER_PROCESS, 1.0), (ALIGNED, 2.5), *((c, 1.0) for c in OTHERS)]
+    earlier_study(storage, "small-2", 2, 1024, small)
+    earlier_study(storage, "small-4", 4, 1024, small)
+    earlier_study(storage, "large-2", 2, 1048576, large)
+    return storage
+
+
+def first_choice(storage, ranks, particles, exclude=None):
+    context = replace(kernel_context("vpic", ranks, {"particles": particles}), fs_type="tmpfs")
+    workload = vpic.workload(ranks, vpic.SPEC.resolve_options({"particles": particles}))
+    return propose(related_studies(storage, "vpic", exclude), context, SPACE, workload)
+
+
+def changes(values):
+    default = SPACE.default()
+    return {k: v for k, v in values.items() if default.get(k) != v}
+
+
+def test_the_context_decides_which_earlier_optimum_comes_first(earlier):
+    large = first_choice(earlier, 8, 1048576)  # a scale no earlier study ran, with large writes
+    assert changes(large[0].values) == ALIGNED
+    assert large[0].source == "large-2" and large[0].measured_speedup == pytest.approx(2.5)
+    assert large[0].predicted_speedup > 1.5
+    small = first_choice(earlier, 8, 1024)
+    assert changes(small[0].values) == PER_PROCESS
+    assert small[0].predicted_speedup > 1.5
+    assert "over 24 trials of 3 earlier studies with ranks, access_bytes as inputs" in small[0].reason
+    assert len(small) == 3 and all(t.values != SPACE.default() for t in small)
+
+
+def test_studies_of_other_kernels_or_without_a_baseline_are_left_out(earlier):
+    optuna.create_study(storage=earlier, study_name="empty").set_user_attr("kernel", "vpic")
+    optuna.create_study(storage=earlier, study_name="other").set_user_attr("kernel", "ior")
+    assert sorted(s.study_name for s in related_studies(earlier, "vpic")) == ["large-2", "small-2", "small-4"]
+    assert [s.study_name for s in related_studies(earlier, "vpic", exclude="small-2")] == ["small-4", "large-2"]
+    with pytest.raises(ConfigError, match="at least 2 completed trials"):
+        propose([], kernel_context("vpic", 2, {}), SPACE, vpic.workload(2, vpic.SPEC.options))
+
+
+def test_tune_warm_start_runs_the_predicted_best_first(capsys, earlier, scratch):
+    code = main(["tune", "vpic", "--ranks", "2", "--trials", "5", "--storage", earlier, "--study", "new",
+                 "--workdir", str(scratch), "--runner", "local", "--confirm", "0", "--warm-start",
+                 "--option", f"particles={SMALL_VPIC['particles']}", "--option", f"steps={SMALL_VPIC['steps']}"])
+    out = capsys.readouterr().out
+    assert code == 0
+    study = optuna.load_study(study_name="new", storage=earlier)
+    done = study.get_trials(states=(TrialState.COMPLETE,))  # the third transferred configuration waits
+    assert [t.user_attrs["origin"].split(":")[0] for t in done] == ["default"] * 3 + ["transfer"] * 2
+    assert len(study.get_trials(states=(TrialState.WAITING,))) == 1  # for a resumed study with a larger budget
+    expected = first_choice(earlier, 2, SMALL_VPIC["particles"], exclude="new")
+    assert [t.user_attrs["origin"] for t in done[3:]] == [t.origin for t in expected[:2]]
+    assert [t.user_attrs["predicted_speedup"] for t in done[3:]] == pytest.approx(
+        [t.predicted_speedup for t in expected[:2]])
+    assert f"#3 {expected[0].origin} {done[3].value:,.0f} MB/s (predicted {expected[0].predicted_speedup:.2f}x" in out
+
+
+def test_tune_warm_start_without_earlier_studies_starts_cold(capsys, storage, scratch):
+    code = main(["tune", "vpic", "--ranks", "2", "--trials", "4", "--storage", storage, "--study", "cold",
+                 "--workdir", str(scratch), "--runner", "local", "--confirm", "0", "--warm-start",
+                 "--option", f"particles={SMALL_VPIC['particles']}", "--option", f"steps={SMALL_VPIC['steps']}"])
+    out = capsys.readouterr().out
+    assert code == 0 and "no earlier study of kernel 'vpic'" in out and "starting cold" in out
+    assert optuna.load_study(study_name="cold", storage=storage).trials[3].user_attrs["origin"] == "sampler"
