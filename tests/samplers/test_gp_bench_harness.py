@@ -23,7 +23,7 @@ def test_table_loads_types_conditions_and_medians():
         "layout": ("contiguous", "chunked"),
         "chunk_size": (1048576, 4194304),
     }
-    assert table.conditions == {"chunk_size": ("layout", "chunked")}
+    assert table.conditions == {"chunk_size": ("layout", ("chunked",))}
     assert table.encoding.size() == 12
     best = {"striping_factor": 4, "romio_cb_write": "enable", "layout": "contiguous"}
     assert table.truth(best) == pytest.approx(1500.0)  # median of 1350, 1500, 1950
