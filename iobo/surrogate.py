@@ -15,7 +15,9 @@ samplers, the stop rule and the impact ranking:
 - COMPLETE trials with a value that can be modelled are the data; FAIL
   and PRUNED trials, and COMPLETE ones whose value cannot be modelled
   (not finite, or not positive under ``log``), are *failed*: left out of
-  the model, never proposed again; RUNNING trials are *pending*;
+  the model, never proposed again; RUNNING trials are *pending*, at the
+  parameters they have, those they were enqueued with and those a sampler
+  proposed for them (system attr ``PROPOSAL_ATTR``);
 - which parameter a conditional one depends on is inferred from the
   trials (:func:`~iobo._gp.encoding.infer_conditions`);
 - :func:`configuration_key`: the one key of a distinct configuration.
@@ -52,6 +54,7 @@ from iobo.errors import ConfigError
 from iobo._gp.encoding import INACTIVE, Encoding, infer_conditions
 from iobo.space import SIZE_RATIOS
 
+PROPOSAL_ATTR = "iobo:proposal"  # trial system attr: the configuration a sampler proposed (a running trial's params-to-be)
 MAX_CANDIDATES = 20_000  # larger spaces are scored on a seeded random sample of this many configurations
 GRID_LEVELS = 129  # values of an int or float range the GP chooses from (every value of a smaller range)
 
@@ -201,7 +204,10 @@ class TrialData:
         readers = {n: _reader(d) for n, d in distributions.items()}
 
         def params(t) -> dict[str, Any]:
-            given = {**t.system_attrs.get("fixed_params", {}), **t.params} if t.state.name == "RUNNING" else t.params
+            if t.state.name == "RUNNING":
+                given = {**t.system_attrs.get(PROPOSAL_ATTR, {}), **t.system_attrs.get("fixed_params", {}), **t.params}
+            else:
+                given = t.params
             read = {n: readers[n](v) for n, v in given.items() if n in readers}
             return {n: v for n, v in read.items() if v is not _INVALID}
 
@@ -300,7 +306,7 @@ class Surrogate:
         """Fit to :class:`TrialData` (warm, optimise: as :func:`iobo._gp.propose.fit`)."""
         from iobo._gp.propose import fit
 
-        _check_enough(len(data.targets))
+        _check_enough(len(data.targets), minimum=1)
         return cls(data.encoding, fit(data.encoding, data.rows, data.targets, warm, optimise), data.rows, data)
 
     # -- readings ----------------------------------------------------------------
@@ -430,10 +436,10 @@ class Surrogate:
         return {name: float(1.0 / ls) for name, ls in zip(self.encoding.names, lengthscales)}
 
 
-def _check_enough(n: int) -> None:
-    if n < 2:
+def _check_enough(n: int, minimum: int = 2) -> None:
+    if n < minimum:
         raise ConfigError(
-            f"a surrogate needs at least 2 completed runs with a value it can model; got {n}: "
+            f"a surrogate needs at least {minimum} completed runs with a value it can model; got {n}: "
             "measure more configurations first"
         )
 

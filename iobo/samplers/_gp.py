@@ -20,7 +20,10 @@ study's trials into the GP's data:
 - COMPLETE trials are the data, modelled as ``log(value)`` while every
   value is positive (``log_values``), negated when minimising; FAIL and
   PRUNED trials (and values the model cannot take) are left out of the
-  model and never proposed again; RUNNING trials are pending points;
+  model and never proposed again; RUNNING trials are pending points, at
+  what the sampler proposed for them (recorded in the trial's system attr
+  ``iobo:proposal`` before the next proposal is made: ``n_jobs > 1``
+  threads get distinct configurations);
 - until ``n_startup_trials`` distinct configurations have completed, the
   user's ``initial_params`` and then a Latin hypercube are suggested (a
   hypercube point already measured is replaced by the same point of the
@@ -37,6 +40,7 @@ several times more on a loaded 2-core machine.
 
 from __future__ import annotations
 
+import threading
 import warnings
 import zlib
 from collections.abc import Mapping, Sequence
@@ -52,15 +56,13 @@ from iobo.errors import ConfigError
 from iobo._gp.design import latin_index
 from iobo.samplers._checks import check_int
 from iobo.space import SIZE_RATIOS
-from iobo.surrogate import TrialData, configuration_key, contains, grid, is_usable
+from iobo.surrogate import PROPOSAL_ATTR, Surrogate, TrialData, configuration_key, contains, grid, is_usable
 
 REFIT_GROWTH = 1.1  # re-optimise the GP hyperparameters when the data grew by 10%
 STARTUP_BLOCKS = 20  # hypercubes tried for a start-up point that was not measured yet
 
 if TYPE_CHECKING:
     from optuna.study import Study
-
-    from iobo._gp.propose import Fit
 
 
 class GPSampler(BaseSampler):
@@ -126,6 +128,16 @@ class GPSampler(BaseSampler):
         self._seen: dict[str, tuple[int, dict, set]] = {}  # study -> (finished trials read, space, conflicting)
         self._startup_block: dict[tuple[str, int], int] = {}  # (study, trial number) -> hypercube of its start-up point
         self._warned: set[str] = set()  # parameters the warning about changed distributions was given for
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        del state["_lock"]  # a lock does not pickle; a copy gets its own
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     # -- Optuna's sampler interface --------------------------------------------------
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
@@ -138,6 +150,12 @@ class GPSampler(BaseSampler):
         fixed = trial.system_attrs.get("fixed_params", {})
         if not search_space or all(name in fixed for name in search_space):
             return {}
+        with self._lock:  # one proposal at a time, each recorded before the next reads the pending trials
+            config = self._propose(study, trial, search_space)
+            study._storage.set_trial_system_attr(trial._trial_id, PROPOSAL_ATTR, config)
+        return config
+
+    def _propose(self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
         if self._in_startup(study):
             return self._startup_config(study, trial, search_space)
         from threadpoolctl import threadpool_limits
@@ -148,7 +166,7 @@ class GPSampler(BaseSampler):
         if len(data.targets) < 2:  # e.g. every start-up run failed: nothing to model yet
             return self._startup_config(study, trial, search_space)
         with threadpool_limits(1):  # BLAS/OpenMP threads only slow down these small problems
-            fitted = self._fit(data, remember=True)
+            fitted = self._fit(data, remember=True).fit
             rng = np.random.default_rng([self._seed, trial.number])
             row = propose(data.encoding, fitted, rng, data.pending, data.failed, self._max_repeats, self._max_enumerate)
         return data.encoding.to_config(row)
@@ -209,9 +227,8 @@ class GPSampler(BaseSampler):
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(1):
-            fitted = self._fit(data, remember=False)
-        row = fitted.rows[fitted.best]
-        return self._params_of(data, row), data.value(float(fitted.mean[fitted.best]))
+            surrogate = self._fit(data, remember=False)
+        return self._params_of(data, surrogate.fit.rows[surrogate.fit.best]), surrogate.incumbent_mb_per_s
 
     # -- helpers --------------------------------------------------------------------
     @staticmethod
@@ -280,21 +297,19 @@ class GPSampler(BaseSampler):
         minimize = study.direction == StudyDirection.MINIMIZE
         return TrialData.from_trials(trials, search_space, minimize, self._ratios, self._log)
 
-    def _fit(self, data: TrialData, remember: bool) -> Fit:
+    def _fit(self, data: TrialData, remember: bool) -> Surrogate:
         """The GP on ``data``; hyperparameters re-optimised once the data grew by
         ``REFIT_GROWTH`` since they last were (every trial early on, every 10th at
         100 trials), otherwise kept and the GP only conditioned on the new runs."""
-        from iobo._gp.propose import fit
-
         encoding = data.encoding
         key = (tuple((p.name, len(p.choices)) for p in encoding.params), encoding.ratio_names, data.log)
         theta, fitted_at = self._warm.get(key, (None, 0))
         n = len(data.targets)
         optimise = n >= REFIT_GROWTH * fitted_at
-        fitted = fit(encoding, data.rows, data.targets, theta, optimise=optimise)
+        surrogate = Surrogate.from_data(data, theta, optimise=optimise)
         if remember and (optimise or theta is None):
-            self._warm = {key: (fitted.posterior.theta, n)}
-        return fitted
+            self._warm = {key: (surrogate.fit.posterior.theta, n)}
+        return surrogate
 
     @staticmethod
     def _params_of(data: TrialData, row: np.ndarray) -> dict[str, Any]:
