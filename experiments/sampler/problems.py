@@ -30,6 +30,7 @@ import numpy as np
 
 from iobo._gp.encoding import Encoding, infer_conditions
 from iobo.space import io_stack_space
+from iobo.surrogate import configuration_key
 
 Config = Mapping[str, Any]
 
@@ -111,24 +112,23 @@ def load_table(path: str | Path, default: Config | None = None) -> Problem:
         configs: dict[tuple, dict[str, Any]] = {}
         for line in reader:
             config = {n: _parse(line[n]) for n in names if line[n] != ""}
-            key = tuple(sorted((n, repr(v)) for n, v in config.items()))
+            key = configuration_key(config)
             configs[key] = config
             runs.setdefault(key, []).append(float(line["mb_per_s"]))
     choices = {n: _order([c[n] for c in configs.values() if n in c]) for n in names}
     conditions = infer_conditions(names, list(configs.values()))
     encoding = Encoding(choices, conditions)
-    key_of = lambda config: tuple(sorted((n, repr(v)) for n, v in config.items()))  # noqa: E731
-    absent = [encoding.to_config(r) for r in encoding.enumerate() if key_of(encoding.to_config(r)) not in runs]
+    absent = [encoding.to_config(r) for r in encoding.enumerate() if configuration_key(encoding.to_config(r)) not in runs]
     if absent:
         raise ValueError(f"{path}: not a full sweep: {len(absent)} configurations missing, e.g. {absent[0]}")
     medians = {k: float(np.median(v)) for k, v in runs.items()}
     repeats = {k: np.asarray(v) for k, v in runs.items()}
 
     def truth(config: Config) -> float:
-        return medians[key_of(encoding.to_config(encoding.to_row(config)))]
+        return medians[configuration_key(encoding.to_config(encoding.to_row(config)))]
 
     def measure(config: Config, rng: np.random.Generator) -> float:
-        recorded = repeats[key_of(encoding.to_config(encoding.to_row(config)))]
+        recorded = repeats[configuration_key(encoding.to_config(encoding.to_row(config)))]
         return float(recorded[rng.integers(len(recorded))])
 
     first = next(iter(configs.values()))

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import warnings
 
+import numpy as np
 import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution
@@ -275,3 +276,19 @@ def test_every_distribution_is_in_the_relative_search_space_and_proposed_by_the_
     assert type(proposed["lr"]) is float and 1e-4 <= proposed["lr"] <= 1.0
     assert round(proposed["f"] * 10) == pytest.approx(proposed["f"] * 10)
     assert len({configuration_key(t.params) for t in study.trials if t.params}) == 6
+
+
+def test_issue17_the_incumbent_of_noisy_integers_is_their_optimum():
+    rng = np.random.default_rng(0)
+
+    def f(t):
+        x, y, z = t.suggest_int("x", 0, 9), t.suggest_int("y", 0, 8), t.suggest_int("z", 0, 4)
+        return float(100 - 3 * (x - 7) ** 2 - 2 * (y - 6) ** 2 - 4 * (z - 4) ** 2) * float(np.exp(0.15 * rng.standard_normal()))
+
+    sampler = GPSampler(seed=0)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    study.optimize(f, n_trials=60)
+    assert len({tuple(t.params.values()) for t in study.trials}) >= 40
+    params, value = sampler.incumbent(study)
+    assert params == {"x": 7, "y": 6, "z": 4}
+    assert 85 < value < 115
