@@ -19,7 +19,11 @@ samplers, the stop rule and the impact ranking:
   parameters they have, those they were enqueued with and those a sampler
   proposed for them (system attr ``PROPOSAL_ATTR``);
 - which parameter a conditional one depends on is inferred from the
-  trials (:func:`~iobo._gp.encoding.infer_conditions`);
+  trials (:func:`~iobo._gp.encoding.infer_conditions`); a parameter whose
+  absence no single parent's values explain (``if x > 5 and c == "a"``)
+  is unconditional, and a trial that was not asked it holds ``ANY`` there:
+  inactive for the GP, every value when measured configurations are
+  excluded (the objective would not ask it there again);
 - :func:`configuration_key`: the one key of a distinct configuration.
 
 :class:`Surrogate` is the GP fitted to such data.  The sampler fits it to
@@ -51,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from iobo.errors import ConfigError
-from iobo._gp.encoding import INACTIVE, Encoding, infer_conditions
+from iobo._gp.encoding import ANY, INACTIVE, Encoding, infer_conditions
 from iobo.space import SIZE_RATIOS
 
 PROPOSAL_ATTR = "iobo:proposal"  # trial system attr: the configuration a sampler proposed (a running trial's params-to-be)
@@ -223,8 +227,13 @@ class TrialData:
         scales = {n: scale(d) for n, d in distributions.items() if scale(d) is not None}
         encoding = Encoding(choices, conditions, ratios, scales)
 
-        def rows(ts) -> np.ndarray:
-            return encoding.to_rows([configs[t.number] for t in ts])
+        unconditional = [j for j, p in enumerate(encoding.params) if p.parent is None]
+
+        def rows(ts) -> np.ndarray:  # an unconditional parameter a trial was not asked: ANY
+            out = encoding.to_rows([configs[t.number] for t in ts])
+            for j in unconditional:
+                out[out[:, j] == INACTIVE, j] = ANY
+            return out
 
         sign = -1.0 if minimize else 1.0
         values = np.array([t.value for t in usable], dtype=float)

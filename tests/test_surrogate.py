@@ -8,6 +8,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState, create_trial
 
+from iobo._gp.encoding import ANY
 from iobo.errors import ConfigError
 from iobo.surrogate import GRID_LEVELS, Surrogate, TrialData, configuration_key, contains, grid, snap
 
@@ -120,3 +121,16 @@ def test_surrogate_from_trials_of_every_distribution_finds_the_incumbent_and_ran
     assert max(effects, key=effects.get) == "x"
     with pytest.raises(ConfigError, match="maximised bandwidth modelled as log"):
         surrogate.expected_gain_mb_per_s()
+
+
+def test_a_parameter_no_condition_explains_is_any_where_a_trial_was_not_asked():
+    dists = {"x": IntDistribution(0, 9), "c": CategoricalDistribution(("a", "b")), "y": IntDistribution(0, 3)}
+    runs = [({"x": 7, "c": "a", "y": 1}, 1.0), ({"x": 7, "c": "b"}, 2.0), ({"x": 2, "c": "a"}, 3.0), ({"x": 8, "c": "a", "y": 0}, 4.0)]
+    trials = []
+    for i, (params, value) in enumerate(runs):  # y where x > 5 and c == "a": no single parent explains it
+        trials.append(create_trial(params=params, distributions={n: dists[n] for n in params}, value=value))
+        trials[-1].number = i
+    data = TrialData.from_trials(trials, dists)
+    assert data.encoding.params[data.encoding.names.index("y")].parent is None
+    y = data.encoding.names.index("y")
+    assert data.rows[:, y].tolist() == [1, ANY, ANY, 0]

@@ -20,6 +20,13 @@ points of the unit cube, the GP's inputs:
 ``groups`` maps every column to its parameter, so a kernel can give each
 parameter (not each column) one lengthscale.
 
+A row of a measured configuration may hold ``ANY`` (-2) for a parameter
+the trial was not asked although no condition explains its absence
+(define-by-run objectives whose ``if`` no single parent's values capture):
+the GP sees it as inactive, and when configurations already measured are
+excluded (:class:`iobo._gp.optim.Excluded`) it stands for every value, as
+the objective would not ask it again.
+
 *Ratios* are extra kernel inputs for pairs of size-like parameters that act
 through their ratio (a collective buffer matching the stripe size, as many
 aggregators as stripes): ``log2(a) - log2(b)``, normalised to [0, 1] over
@@ -42,6 +49,7 @@ import numpy as np
 from iobo.errors import SpaceError
 
 INACTIVE = -1
+ANY = -2  # a row entry for a parameter a trial was not asked though no condition explains it (see ``Encoding``)
 LADDER_WIDTH = 16  # ordinal parameters with more choices are searched by index steps 1, 2, 4...
 
 
@@ -270,7 +278,7 @@ class Encoding:
 
     def to_config(self, row: Sequence[int]) -> dict[str, Any]:
         """The configuration of an index row, active parameters only."""
-        return {p.name: p.choices[int(k)] for p, k in zip(self.params, row) if k != INACTIVE}
+        return {p.name: p.choices[int(k)] for p, k in zip(self.params, row) if k >= 0}
 
     def encode(self, rows: np.ndarray) -> np.ndarray:
         """Unit-cube points (``n x D``) of index rows (``n x p``)."""
@@ -279,7 +287,7 @@ class Encoding:
         col = 0
         for i, p in enumerate(self.params):
             k = rows[:, i]
-            active = k != INACTIVE
+            active = k >= 0
             if p.positions is not None:
                 out[:, col] = np.where(active, np.asarray(p.positions)[np.where(active, k, 0)], 0.5)
             else:
@@ -296,11 +304,11 @@ class Encoding:
         """
         rows = np.asarray(rows, dtype=np.int64).reshape(-1, len(self.params))
         inactive = np.array([len(p.choices) for p in self.params], dtype=np.int64)
-        slots = np.where(rows == INACTIVE, inactive, rows)
+        slots = np.where(rows < 0, inactive, rows)
         pairs = []
         for r in self.ratios:
             a, b = rows[:, r.first], rows[:, r.second]
-            off = (a == INACTIVE) | (b == INACTIVE)
+            off = (a < 0) | (b < 0)
             pairs.append(np.where(off, len(r.levels), r.level[np.where(off, 0, a), np.where(off, 0, b)]))
         return np.column_stack([slots, *pairs]) if pairs else slots
 
@@ -378,14 +386,14 @@ class Encoding:
         origin = np.repeat(np.arange(n), column.size)
         column, value = np.tile(column, n), np.tile(value, n)
         now = rows[origin, column]
-        keep = (now != value) & (now != INACTIVE)
+        keep = (now != value) & (now >= 0)
         origins, columns, values = [origin[keep]], [column[keep]], [value[keep]]
         for i, p in enumerate(self.params):  # the wide ordinal ones: 1, 2, 4... choices either way
             if p.ladder:
                 steps = 2 ** np.arange(int(math.log2(len(p.choices))) + 1)
                 now = rows[:, i : i + 1]
                 to = now + np.concatenate([steps, -steps])[None, :]
-                at, k = np.nonzero((to >= 0) & (to < len(p.choices)) & (now != INACTIVE))
+                at, k = np.nonzero((to >= 0) & (to < len(p.choices)) & (now >= 0))
                 origins.append(at)
                 columns.append(np.full(at.size, i))
                 values.append(to[at, k])

@@ -8,7 +8,10 @@ study's trials into the GP's data:
   of any distribution: categorical, int and float (plain, log, step), in
   any mix (a union, so define-by-run conditional parameters take part;
   which parameter depends on which values is inferred from the completed
-  trials).  Int and float ranges are searched on a grid of at most
+  trials; a parameter whose absence no one parent's values explain is
+  modelled as unconditional, and a configuration measured without it is
+  not proposed again with any value of it).  Int and float ranges are
+  searched on a grid of at most
   :data:`iobo.surrogate.GRID_LEVELS` values (every value of a smaller
   range) and the values trials took; size parameters that act through
   their ratio (``cb_buffer_size`` and ``striping_unit``...) also enter the
@@ -54,6 +57,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from iobo.errors import ConfigError
 from iobo._gp.design import latin_index
+from iobo._gp.optim import Excluded
 from iobo.samplers._checks import check_int
 from iobo.space import SIZE_RATIOS
 from iobo.surrogate import PROPOSAL_ATTR, Surrogate, TrialData, configuration_key, contains, grid, is_usable
@@ -200,7 +204,7 @@ class GPSampler(BaseSampler):
         user's initial points are taken as given."""
         j = self._startup_index(study, trial)
         data = self._data(study, search_space, exclude=trial.number)
-        taken = {tuple(r) for part in (data.rows, data.pending, data.failed) for r in part.tolist()}
+        taken = Excluded([tuple(r) for part in (data.rows, data.pending, data.failed) for r in part.tolist()])
         for block in range(STARTUP_BLOCKS):
             config = {name: self._startup_value(name, d, j, block) for name, d in search_space.items()}
             if j < len(self._initial) or tuple(data.row(config).tolist()) not in taken:

@@ -15,8 +15,9 @@ Every test runs real Optuna studies (in-memory storage) on small seeded
 functions, and checks what a user of the sampler relies on:
 
 - every distribution (int, float: plain, log, step; categorical with mixed
-  types) alone and mixed, with define-by-run conditional parameters:
-  values of the right type, in range, on the step;
+  types) alone and mixed, with define-by-run conditional parameters
+  (nested, and one asked under two conditions at once): values of the
+  right type, in range, on the step;
 - distinct proposals while unmeasured configurations remain (at most
   ``max_repeats`` measurements of one), failed and pruned configurations
   included;
@@ -177,6 +178,18 @@ class SamplerContract:
             assert ("f" in t.params) == ("mode" in t.params) == (t.params["kind"] == "float")
             assert ("g" in t.params) == (t.params.get("mode") == "a")
         assert repeats_while_unmeasured(study.trials, None, max_repeats) == []
+
+    def test_a_parameter_under_two_conditions_is_not_asked_again_in_vain(self, make_sampler: Factory,
+                                                                         max_repeats: int) -> None:
+        def objective(t: Trial) -> float:  # y only where x > 5 and c == "a": 14 + 2 * 4 = 22 configurations
+            x, c = t.suggest_int("x", 0, 7), t.suggest_categorical("c", ("a", "b"))
+            value = -((x - 6) ** 2) + (c == "a")
+            if x > 5 and c == "a":
+                value -= (t.suggest_int("y", 0, 3) - 2) ** 2
+            return float(value)
+
+        study = run(make_sampler(0), objective, 20)
+        assert repeats_while_unmeasured(study.trials, 22, max_repeats) == []
 
     def test_single_value_distributions(self, make_sampler: Factory) -> None:
         def objective(t: Trial) -> float:

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from iobo._gp.encoding import INACTIVE, Encoding, infer_conditions, ordinal_positions
+from iobo._gp.encoding import ANY, INACTIVE, Encoding, infer_conditions, ordinal_positions
 from iobo.errors import SpaceError
 from iobo.space import io_stack_space
 
@@ -219,3 +219,11 @@ def test_infer_conditions_finds_nested_parents_and_sets_of_values():
     assert infer_conditions(["x", "y"], numeric) == {"y": ("x", (7, 9))}
     # presence no single parent explains: unconditional
     assert infer_conditions(["a", "y"], [{"a": 1, "y": 0}, {"a": 1}, {"a": 2}]) == {}
+
+
+def test_any_is_inactive_for_the_gp_and_absent_from_the_configuration():
+    enc = Encoding({"x": (0, 1, 2), "mode": ("a", "b")}, scales={"x": (0, 2, False)})
+    row = np.array([1, ANY])
+    assert enc.to_config(row) == {"x": 1}
+    assert enc.slots(row[None, :]).tolist() == enc.slots(np.array([[1, INACTIVE]])).tolist()
+    assert np.array_equal(enc.encode(row[None, :]), enc.encode(np.array([[1, INACTIVE]])))
