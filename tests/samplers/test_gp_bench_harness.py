@@ -77,3 +77,12 @@ def test_widened_table_adds_parameters_that_change_nothing():
         rng_a, rng_b = np.random.default_rng(3), np.random.default_rng(3)
         draws = [wide.measure(config | extra, rng_a) for _ in range(5)]
         assert draws == [table.measure(config, rng_b) for _ in range(5)]
+
+
+def test_a_run_on_a_table_asks_the_conditional_parameter_where_its_parent_activates_it():
+    import optimizers
+    from iobo.samplers import GPSampler
+
+    table = problems.load_table(FIXTURE)
+    run = optimizers.run_optuna(table, GPSampler(seed=0, n_startup_trials=3), 12, 0)
+    assert len(run.truths) == 12 and max(run.truths) == pytest.approx(table.best)
