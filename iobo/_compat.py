@@ -30,6 +30,12 @@ def set_frozen_trial_attr(study, trial, key: str, value: Any) -> None:
     study._storage.set_trial_user_attr(trial_id(trial), key, value)
 
 
+def set_trial_system_attr(study, trial, key: str, value: Any) -> None:
+    """Set a system attr of a trial through the study's storage (``study._storage``; optuna 5.0.0): a sampler's
+    own bookkeeping, which Optuna's public ``Trial`` API does not let a sampler write during ``sample_relative``."""
+    study._storage.set_trial_system_attr(trial_id(trial), key, value)
+
+
 def trial_handle(study, trial):
     """An ``optuna.Trial`` for a finished ``FrozenTrial`` (optuna-dashboard's ``save_note`` wants one)."""
     import optuna

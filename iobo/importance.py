@@ -195,10 +195,10 @@ def normalised(values: Mapping[str, float]) -> dict[str, float]:
 def fit_surrogate(study):
     """The GP fitted to the study's tuning trials (on one thread), or None with fewer than ``MIN_GP_TRIALS``
     distinct configurations; pass it to :func:`rank_parameters` and :func:`robust_importance` to fit once."""
-    from iobo.surrogate import Surrogate
+    from iobo.surrogate import Surrogate, configuration_key
 
     tuning = tuning_trials(study)
-    if len({tuple(sorted(map(repr, t.params.items()))) for t in tuning}) < MIN_GP_TRIALS:
+    if len({configuration_key(t.params) for t in tuning}) < MIN_GP_TRIALS:
         return None
     with _one_thread():
         return Surrogate.from_trials(tuning)

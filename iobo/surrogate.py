@@ -1,7 +1,34 @@
-"""The GP of :mod:`iobo._gp` fitted to measured configurations, read for decisions.
+"""Optuna trials as the GP's data, and the GP fitted to them read for decisions.
 
-The sampler fits the GP to choose the next configuration; the stop rule and
-the impact ranking need two other readings of the same model:
+The one home of the trials -> GP conversion (:class:`TrialData`), used by the
+samplers, the stop rule and the impact ranking:
+
+- every Optuna distribution is a finite parameter of an
+  :class:`~iobo._gp.encoding.Encoding`: a categorical one its choices; an
+  int or float range a grid (:func:`grid`: every value when there are at
+  most ``GRID_LEVELS``, else ``GRID_LEVELS`` values evenly spaced, linear or
+  logarithmic, on the step) plus every value a trial took; the GP places
+  each number where it lies in the range (linear or log);
+- objective values are modelled as ``log(value)`` while every completed
+  value is positive (bandwidths and times: multiplicative noise), as the
+  values themselves otherwise, negated when minimising: larger is better;
+- COMPLETE trials with a value that can be modelled are the data; FAIL
+  and PRUNED trials, and COMPLETE ones whose value cannot be modelled
+  (not finite, or not positive under ``log``), are *failed*: left out of
+  the model, never proposed again; RUNNING trials are *pending*, at the
+  parameters they have, those they were enqueued with and those a sampler
+  proposed for them (system attr ``PROPOSAL_ATTR``);
+- which parameter a conditional one depends on is inferred from the
+  trials (:func:`~iobo._gp.encoding.infer_conditions`); a parameter whose
+  absence no single parent's values explain (``if x > 5 and c == "a"``)
+  is unconditional, and a trial that was not asked it holds ``ANY`` there:
+  inactive for the GP, every value when measured configurations are
+  excluded (the objective would not ask it there again);
+- :func:`configuration_key`: the one key of a distinct configuration.
+
+:class:`Surrogate` is the GP fitted to such data.  The sampler fits it to
+choose the next configuration; the stop rule and the impact ranking need
+other readings of the same model:
 
 - :meth:`Surrogate.expected_gain_mb_per_s`: the largest expected improvement,
   in MB/s, that one more configuration could bring over the incumbent;
@@ -9,10 +36,11 @@ the impact ranking need two other readings of the same model:
   parameter explains alone (first-order, variance-based sensitivity);
 - :meth:`Surrogate.ablation_gains`: what each parameter's move from a start
   configuration (the system default) to the incumbent's value gains, in
-  log(MB/s), along the greedy path between the two (surrogate-based
-  ablation analysis, Fawcett & Hoos 2016; Biedenkapp et al. 2017).
+  modelled units (log(MB/s)), along the greedy path between the two
+  (surrogate-based ablation analysis, Fawcett & Hoos 2016; Biedenkapp et
+  al. 2017).
 
-The GP models ``log(MB/s)``; with ``f ~ N(m, s^2)`` there, the improvement
+For a bandwidth the GP models ``log(MB/s)``; with ``f ~ N(m, s^2)`` there, the improvement
 of ``exp(f)`` over an incumbent ``b`` (MB/s) has the lognormal closed form
 ``E[max(e^f - b, 0)] = e^(m + s^2/2) Phi((m + s^2 - ln b) / s) - b Phi((m - ln b) / s)``.
 """
@@ -20,29 +48,229 @@ of ``exp(f)`` over an incumbent ``b`` (MB/s) has the lognormal closed form
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from iobo.errors import ConfigError
-from iobo._gp.encoding import INACTIVE, Encoding, infer_conditions
+from iobo._gp.encoding import ANY, INACTIVE, Encoding, infer_conditions
 from iobo.space import SIZE_RATIOS
 
+PROPOSAL_ATTR = "iobo:proposal"  # trial system attr: the configuration a sampler proposed (a running trial's params-to-be)
 MAX_CANDIDATES = 20_000  # larger spaces are scored on a seeded random sample of this many configurations
+GRID_LEVELS = 129  # values of an int or float range the GP chooses from (every value of a smaller range)
+
+
+# -- Optuna distributions as finite parameters -------------------------------------------
+def grid(distribution) -> tuple:
+    """The values of an Optuna distribution the GP chooses from, ascending (categorical: its choices).
+
+    An int range, or a float range with a step, with at most ``GRID_LEVELS``
+    values: all of them; a larger or continuous range: ``GRID_LEVELS`` values
+    evenly spaced from ``low`` to ``high`` (in ``log`` for a log range),
+    rounded to the step.  Python ints for an int range, floats for a float one.
+    """
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    if isinstance(distribution, CategoricalDistribution):
+        return tuple(distribution.choices)
+    low, high, step = distribution.low, distribution.high, distribution.step
+    if step is not None:
+        count = int(round((high - low) / step)) + 1
+        if count <= GRID_LEVELS:
+            return tuple(_on_step(distribution, low + k * step) for k in range(count))
+    if distribution.log:
+        points = np.exp(np.linspace(math.log(low), math.log(high), GRID_LEVELS))
+    else:
+        points = np.linspace(low, high, GRID_LEVELS)
+    points[0], points[-1] = low, high
+    values = [snap(distribution, float(v)) for v in points]
+    return tuple(sorted(set(values))) if isinstance(distribution, IntDistribution) or step else tuple(values)
+
+
+def _on_step(distribution, value: float):
+    """``value`` rounded to the distribution's step (from ``low``), as an int or a float."""
+    from optuna.distributions import IntDistribution
+
+    if isinstance(distribution, IntDistribution):
+        k = round((value - distribution.low) / distribution.step)
+        return min(int(distribution.low + k * distribution.step), distribution.high)
+    k = round((value - distribution.low) / distribution.step)
+    return min(float(distribution.low + k * distribution.step), float(distribution.high))
+
+
+def snap(distribution, value: Any) -> Any:
+    """A trial's value of ``distribution`` as the GP holds it: on the step (ints as Python ints)."""
+    from optuna.distributions import CategoricalDistribution
+
+    if isinstance(distribution, CategoricalDistribution):
+        return value
+    if distribution.step is not None:
+        return _on_step(distribution, float(value))
+    return float(value)
+
+
+def scale(distribution) -> tuple[float, float, bool] | None:
+    """``(low, high, log)`` of a numeric distribution (the GP's input scale); None for a categorical one."""
+    from optuna.distributions import CategoricalDistribution
+
+    if isinstance(distribution, CategoricalDistribution):
+        return None
+    return float(distribution.low), float(distribution.high), bool(distribution.log)
+
+
+def contains(distribution, value: Any) -> bool:
+    """Whether ``value`` is one the distribution can take (a choice; in range and on the step)."""
+    from optuna.distributions import CategoricalDistribution
+
+    from iobo._gp.encoding import same_choice
+
+    if isinstance(distribution, CategoricalDistribution):
+        return any(same_choice(value, c) for c in distribution.choices)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not distribution.low <= value <= distribution.high:
+        return False
+    return distribution.step is None or math.isclose(_on_step(distribution, value), value, rel_tol=0, abs_tol=1e-9)
+
+
+_INVALID = object()  # a value a distribution cannot take
+
+
+def _reader(distribution) -> Callable[[Any], Any]:
+    """value -> the value as the GP holds it (:func:`snap`), or ``_INVALID`` when ``distribution``
+    cannot take it; made once per parameter (trials are read many times)."""
+    if scale(distribution) is None:
+        keys = {(type(c), c) for c in distribution.choices}
+        return lambda v: v if (type(v), v) in keys else _INVALID
+    return lambda v: snap(distribution, v) if contains(distribution, v) else _INVALID
+
+
+def configuration_key(params: Mapping[str, Any]) -> tuple:
+    """The key of a distinct configuration: its parameters, name-ordered, values by ``repr``
+    (so ``True`` is not ``1`` and ``1`` is not ``1.0``)."""
+    return tuple(sorted((name, repr(value)) for name, value in params.items()))
+
+
+def is_usable(trial, log: bool = True) -> bool:
+    """A COMPLETE trial with a finite value, positive when values are modelled as logarithms."""
+    value = trial.value if trial.state.name == "COMPLETE" else None
+    return value is not None and math.isfinite(value) and (value > 0 or not log)
+
+
+# -- a study's trials as GP data ------------------------------------------------------------
+@dataclass(frozen=True)
+class TrialData:
+    """Trials in the GP's terms.
+
+    encoding: the parameters of ``distributions`` (name order) with the
+    inferred conditions; rows: index rows of the usable completed trials
+    (``n x p``); targets: their modelled values (``n``, larger is better);
+    pending, failed: index rows of RUNNING trials (``k x p``) and of failed
+    ones (``f x p``); usable: the trials behind ``rows``; log: whether
+    targets are logarithms; sign: +1 maximising, -1 minimising.
+    """
+
+    distributions: Mapping[str, Any]
+    encoding: Encoding
+    rows: np.ndarray
+    targets: np.ndarray
+    pending: np.ndarray
+    failed: np.ndarray
+    usable: tuple
+    log: bool
+    sign: float
+
+    @classmethod
+    def from_trials(
+        cls,
+        trials: Sequence,
+        distributions: Mapping[str, Any],
+        minimize: bool = False,
+        ratios: Sequence[tuple[str, str]] = SIZE_RATIOS,
+        log: bool | None = None,
+    ) -> "TrialData":
+        """The GP's view of ``trials`` (``FrozenTrial`` s) over ``distributions`` (name -> Optuna distribution).
+
+        Values a trial took that are not of its parameter's distribution
+        are dropped (the parameter counts as inactive there).  log: model
+        ``log(value)`` (non-positive values then fail), or not; None: log
+        while every completed finite value is positive.
+        """
+        names = list(distributions)
+        complete = [t for t in trials if is_usable(t, log=False)]
+        if log is None:
+            log = all(t.value > 0 for t in complete)
+        usable = [t for t in complete if is_usable(t, log)]
+        running = [t for t in trials if t.state.name == "RUNNING"]
+        failed = [t for t in trials if t.state.is_finished() and not is_usable(t, log)]
+
+        readers = {n: _reader(d) for n, d in distributions.items()}
+
+        def params(t) -> dict[str, Any]:
+            if t.state.name == "RUNNING":
+                given = {**t.system_attrs.get(PROPOSAL_ATTR, {}), **t.system_attrs.get("fixed_params", {}), **t.params}
+            else:
+                given = t.params
+            read = {n: readers[n](v) for n, v in given.items() if n in readers}
+            return {n: v for n, v in read.items() if v is not _INVALID}
+
+        configs = {t.number: params(t) for t in (*usable, *running, *failed)}
+        choices = {}
+        for name in names:
+            values = grid(distributions[name])
+            if scale(distributions[name]) is not None:
+                seen = {c[name] for c in configs.values() if name in c}
+                values = tuple(sorted(set(values) | seen))
+            choices[name] = values
+        conditions = infer_conditions(names, [configs[t.number] for t in usable])
+        scales = {n: scale(d) for n, d in distributions.items() if scale(d) is not None}
+        encoding = Encoding(choices, conditions, ratios, scales)
+
+        unconditional = [j for j, p in enumerate(encoding.params) if p.parent is None]
+
+        def rows(ts) -> np.ndarray:  # an unconditional parameter a trial was not asked: ANY
+            out = encoding.to_rows([configs[t.number] for t in ts])
+            for j in unconditional:
+                out[out[:, j] == INACTIVE, j] = ANY
+            return out
+
+        sign = -1.0 if minimize else 1.0
+        values = np.array([t.value for t in usable], dtype=float)
+        pending = rows([t for t in running if configs[t.number]])
+        return cls(dict(distributions), encoding, rows(usable), sign * (np.log(values) if log else values),
+                   pending, rows(failed), tuple(usable), bool(log), sign)
+
+    def value(self, target: float) -> float:
+        """A modelled value back in the objective's unit."""
+        value = self.sign * target
+        return math.exp(value) if self.log else value
+
+    def row(self, params: Mapping[str, Any]) -> np.ndarray:
+        """Index row (``p``) of a trial's parameters (those not in the encoding, or with a value it
+        does not know, are ignored)."""
+        config = {}
+        for name, value in params.items():
+            if name in self.distributions and contains(self.distributions[name], value):
+                value = snap(self.distributions[name], value)
+                if (type(value), value) in self.encoding.params[self.encoding.names.index(name)].keys:
+                    config[name] = value
+        return self.encoding.to_row(config)
 
 
 @dataclass(frozen=True)
 class Surrogate:
     """A fitted GP over ``encoding`` with the rows it was fitted to.
 
-    fit: the :class:`iobo._gp.propose.Fit`; measured: index rows measured so far (``n x p``).
+    fit: the :class:`iobo._gp.propose.Fit`; measured: index rows measured so
+    far (``n x p``); data: the trials behind it (None when fitted to plain
+    runs, :meth:`from_runs`).
     """
 
     encoding: Encoding
     fit: Any
     measured: np.ndarray
+    data: TrialData | None = None
 
     @classmethod
     def from_runs(
@@ -54,7 +282,7 @@ class Surrogate:
         warm: np.ndarray | None = None,
         ratios: Sequence[tuple[str, str]] = SIZE_RATIOS,
     ) -> "Surrogate":
-        """Fit to measured ``configs`` and their bandwidths (MB/s, positive).
+        """Fit to measured ``configs`` and their bandwidths (MB/s, positive), modelled as ``log(MB/s)``.
 
         choices: parameter -> allowed values; conditions: parameter -> (parent,
         activating value), inferred from the configs when omitted; warm: the
@@ -65,11 +293,7 @@ class Surrogate:
         from iobo._gp.propose import fit
 
         pairs = [(c, v) for c, v in zip(configs, mb_per_s) if v is not None and math.isfinite(v) and v > 0]
-        if len(pairs) < 2:
-            raise ConfigError(
-                f"a surrogate needs at least 2 runs with a positive bandwidth; got {len(pairs)}: "
-                "measure more configurations first"
-            )
+        _check_enough(len(pairs))
         names = list(choices)
         if conditions is None:
             conditions = infer_conditions(names, [c for c, _ in pairs])
@@ -79,20 +303,28 @@ class Surrogate:
         return cls(encoding, fit(encoding, rows, log_values, warm), rows)
 
     @classmethod
-    def from_trials(cls, trials, warm: np.ndarray | None = None) -> "Surrogate":
-        """Fit to Optuna ``FrozenTrial`` s (COMPLETE ones with a positive value; categorical params)."""
-        from optuna.distributions import CategoricalDistribution
+    def from_trials(cls, trials, warm: np.ndarray | None = None, minimize: bool = False) -> "Surrogate":
+        """Fit to Optuna ``FrozenTrial`` s: every parameter any of them has (see :class:`TrialData`).
 
-        usable = [t for t in trials if t.state.name == "COMPLETE" and t.value is not None and t.value > 0]
-        choices: dict[str, tuple] = {}
-        for t in usable:
-            for name, dist in t.distributions.items():
-                if isinstance(dist, CategoricalDistribution):
-                    choices.setdefault(name, tuple(dist.choices))
-        choices = {n: choices[n] for n in sorted(choices)}
-        return cls.from_runs(choices, [t.params for t in usable], [t.value for t in usable], warm=warm)
+        A parameter seen with two different distributions is left out.
+        """
+        return cls.from_data(TrialData.from_trials(trials, common_distributions(trials), minimize), warm)
+
+    @classmethod
+    def from_data(cls, data: TrialData, warm: np.ndarray | None = None, optimise: bool = True) -> "Surrogate":
+        """Fit to :class:`TrialData` (warm, optimise: as :func:`iobo._gp.propose.fit`)."""
+        from iobo._gp.propose import fit
+
+        _check_enough(len(data.targets), minimum=1)
+        return cls(data.encoding, fit(data.encoding, data.rows, data.targets, warm, optimise), data.rows, data)
 
     # -- readings ----------------------------------------------------------------
+    def row(self, config: Mapping[str, Any]) -> np.ndarray:
+        """Index row (``p``) of a configuration (a trial's parameters; unknown names ignored)."""
+        if self.data is not None:
+            return self.data.row(config)
+        return self.encoding.to_row({n: v for n, v in config.items() if n in self.encoding.names})
+
     def candidates(self, seed: int = 0) -> np.ndarray:
         """Every configuration as index rows, or a seeded sample of ``MAX_CANDIDATES`` of a large space."""
         if self.encoding.size() <= MAX_CANDIDATES:
@@ -100,7 +332,8 @@ class Surrogate:
         return np.unique(self.encoding.random(MAX_CANDIDATES, np.random.default_rng(seed)), axis=0)
 
     def log_posterior(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Posterior mean and variance of ``log(MB/s)`` of the true value at ``rows``."""
+        """Posterior mean and variance of the modelled value (``log(MB/s)`` for a bandwidth; larger is
+        better) of the true value at ``rows``."""
         mean, variance = self.fit.posterior.predict(self.encoding.slots(rows))
         return self.fit.shift + self.fit.scale * mean, self.fit.scale**2 * variance
 
@@ -111,12 +344,25 @@ class Surrogate:
 
     @property
     def incumbent_mb_per_s(self) -> float:
-        """The measured configuration with the best posterior mean: its geometric-mean bandwidth (MB/s)."""
-        return float(math.exp(self.fit.mean[self.fit.best]))
+        """The measured configuration with the best posterior mean: that mean in the objective's unit
+        (for a bandwidth modelled as ``log(MB/s)``: its geometric-mean bandwidth, MB/s)."""
+        best = float(self.fit.mean[self.fit.best])
+        return self.data.value(best) if self.data is not None else math.exp(best)
 
     def expected_gain_mb_per_s(self, seed: int = 0) -> float:
-        """Largest expected improvement (MB/s) over the incumbent of one unmeasured configuration."""
+        """Largest expected improvement (MB/s) over the incumbent of one unmeasured configuration.
+
+        For a maximised bandwidth modelled as ``log(MB/s)`` only (ConfigError otherwise).
+        """
         from scipy.stats import norm
+
+        if self.data is not None and (not self.data.log or self.data.sign < 0):
+            raise ConfigError(
+                "expected_gain_mb_per_s reads a maximised bandwidth modelled as log(MB/s); these trials are "
+                f"{'minimised' if self.data.sign < 0 else 'maximised'} with values modelled "
+                f"{'as logarithms' if self.data.log else 'as they are (some are not positive)'}; "
+                "use it on a study of positive bandwidths"
+            )
 
         rows = self.candidates(seed)
         measured = {tuple(r) for r in self.measured.tolist()}
@@ -165,7 +411,7 @@ class Surrogate:
         What impact-first tuning needs: which parameters must leave the default.
         """
         goal = self.incumbent
-        current = {n: v for n, v in start.items() if n in self.encoding.names}
+        current = {n: v for n, v in self.encoding.to_config(self.row(start)).items()}
         names = self.encoding.names
         children = {n: [p.name for p in self.encoding.params if p.parent and names[p.parent[0]] == n] for n in names}
 
@@ -178,14 +424,14 @@ class Surrogate:
             return out
 
         def log_mean(config: dict[str, Any]) -> float:
-            return float(self.log_posterior(self.encoding.to_row(config)[None, :])[0][0])
+            return float(self.log_posterior(self.row(config)[None, :])[0][0])
 
         gains = dict.fromkeys(self.encoding.names, 0.0)
         here = log_mean(current)
         while True:
-            row = self.encoding.to_row(current)
+            row = self.row(current)
             steps = {n: moved(current, n) for n in self.encoding.names}
-            steps = {n: c for n, c in steps.items() if not np.array_equal(self.encoding.to_row(c), row)}
+            steps = {n: c for n, c in steps.items() if not np.array_equal(self.row(c), row)}
             if not steps:
                 return gains
             scores = {n: log_mean(c) for n, c in steps.items()}
@@ -197,3 +443,29 @@ class Surrogate:
         """1 / fitted lengthscale of each parameter (larger: the bandwidth changes faster along it)."""
         lengthscales = self.fit.posterior.kernel.value("lengthscale").detach().numpy()
         return {name: float(1.0 / ls) for name, ls in zip(self.encoding.names, lengthscales)}
+
+
+def _check_enough(n: int, minimum: int = 2) -> None:
+    if n < minimum:
+        raise ConfigError(
+            f"a surrogate needs at least {minimum} completed runs with a value it can model; got {n}: "
+            "measure more configurations first"
+        )
+
+
+def common_distributions(trials) -> dict:
+    """Every parameter the trials have, name-ordered, with its distribution; a parameter seen with
+    two different distributions (a range that changed) is left out (see :func:`split_distributions`)."""
+    return split_distributions(trials)[0]
+
+
+def split_distributions(trials) -> tuple[dict, set]:
+    """``(name -> distribution of the parameters every trial that has them agrees on, name-ordered;
+    the names seen with two different distributions)``."""
+    space: dict[str, Any] = {}
+    conflicting: set[str] = set()
+    for t in trials:
+        for name, dist in t.distributions.items():
+            if space.setdefault(name, dist) != dist:
+                conflicting.add(name)
+    return {n: space[n] for n in sorted(space) if n not in conflicting}, conflicting

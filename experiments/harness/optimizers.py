@@ -46,9 +46,10 @@ def suggest(trial: optuna.Trial, problem: Problem) -> dict[str, Any]:
     config: dict[str, Any] = {}
     ordered = sorted(problem.choices, key=lambda n: n in problem.conditions)
     for name in ordered:
-        if name in problem.conditions:
-            parent, value = problem.conditions[name]
-            if config.get(parent) != value:
+        if name in problem.conditions:  # (parent, activating value or tuple of activating values)
+            parent, on = problem.conditions[name]
+            values = on if isinstance(on, tuple) else (on,)
+            if parent not in config or not any(type(config[parent]) is type(v) and config[parent] == v for v in values):
                 continue
         config[name] = trial.suggest_categorical(name, problem.choices[name])
     return config

@@ -5,10 +5,12 @@ row of choice indices (``int64``, ``-1`` where a conditional parameter is
 inactive); :meth:`Encoding.encode` turns ``n x p`` index rows into ``n x D``
 points of the unit cube, the GP's inputs:
 
-- *ordinal* parameters (all choices numbers, ``None`` = "unset" allowed) take
-  one column: the choice's ``log2`` value (rank when a value is not positive)
-  normalised to [0, 1]; ``None`` sits one median step below the smallest
-  number.  Powers of two are thus evenly spaced.
+- *ordinal* parameters take one column.  Numbers from a range (a
+  ``scale``: an Optuna int or float parameter's grid) sit at their place in
+  the range, linear or logarithmic.  Other all-number choices (``None`` =
+  "unset" allowed) take the choice's ``log2`` value (rank when a value is
+  not positive) normalised to [0, 1]; ``None`` sits one median step below
+  the smallest number.  Powers of two are thus evenly spaced.
 - *nominal* parameters (strings, booleans, mixed) take one column per choice,
   one-hot scaled by ``1/sqrt(2)`` so two different choices are at distance 1.
 - an *inactive* conditional parameter is encoded as 0.5 (ordinal) or all
@@ -17,6 +19,13 @@ points of the unit cube, the GP's inputs:
 
 ``groups`` maps every column to its parameter, so a kernel can give each
 parameter (not each column) one lengthscale.
+
+A row of a measured configuration may hold ``ANY`` (-2) for a parameter
+the trial was not asked although no condition explains its absence
+(define-by-run objectives whose ``if`` no single parent's values capture):
+the GP sees it as inactive, and when configurations already measured are
+excluded (:class:`iobo._gp.optim.Excluded`) it stands for every value, as
+the objective would not ask it again.
 
 *Ratios* are extra kernel inputs for pairs of size-like parameters that act
 through their ratio (a collective buffer matching the stripe size, as many
@@ -32,12 +41,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from iobo.errors import SpaceError
+
 INACTIVE = -1
+ANY = -2  # a row entry for a parameter a trial was not asked though no condition explains it (see ``Encoding``)
+LADDER_WIDTH = 16  # ordinal parameters with more choices are searched by index steps 1, 2, 4...
 
 
 def same_choice(a: Any, b: Any) -> bool:
@@ -81,30 +94,49 @@ def ordinal_positions(choices: Sequence[Any]) -> tuple[float, ...] | None:
     return tuple((r - lo) / (hi - lo) for r in raw)
 
 
+def scaled_positions(choices: Sequence[float], low: float, high: float, log: bool) -> tuple[float, ...]:
+    """Positions in [0, 1] of numbers in ``[low, high]``: linear in the value, or in its logarithm."""
+    if high == low:
+        return tuple(0.0 for _ in choices)
+    f = math.log if log else float
+    return tuple((f(v) - f(low)) / (f(high) - f(low)) for v in choices)
+
+
 @dataclass(frozen=True)
 class Param:
     """One encoded parameter.
 
     choices: the allowed values; positions: their ordinal positions in [0, 1]
     (``None`` for a nominal parameter); parent: ``(parent position in the
-    encoding, index of the activating choice)`` for a conditional parameter.
+    encoding, indices of the parent's choices that activate it)`` for a
+    conditional parameter.
     """
 
     name: str
     choices: tuple[Any, ...]
     positions: tuple[float, ...] | None
-    parent: tuple[int, int] | None = None
+    parent: tuple[int, frozenset[int]] | None = None
+    keys: dict = field(init=False, repr=False, compare=False)  # (type, value) -> choice index
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keys", {(type(v), v): i for i, v in enumerate(self.choices)})
 
     @property
     def width(self) -> int:
         """Number of unit-cube columns."""
         return 1 if self.positions is not None else len(self.choices)
 
+    @property
+    def ladder(self) -> bool:
+        """Whether local search moves this parameter by index steps 1, 2, 4... (a wide ordinal one)."""
+        return self.positions is not None and len(self.choices) > LADDER_WIDTH
+
     def index(self, value: Any) -> int:
-        for i, choice in enumerate(self.choices):
-            if same_choice(value, choice):
-                return i
-        raise KeyError(f"{value!r} is not a choice of {self.name!r}")
+        """Index of ``value`` among the choices (equal and of the same type)."""
+        try:
+            return self.keys[(type(value), value)]
+        except (KeyError, TypeError):
+            raise KeyError(f"{value!r} is not a choice of {self.name!r}") from None
 
 
 @dataclass(frozen=True)
@@ -128,10 +160,15 @@ class Encoding:
     """A search space of finite parameters, some conditional on another's value.
 
     choices: ``name -> tuple of choices`` (ordered as the encoding will be);
-    conditions: ``name -> (parent name, activating value)``; a parent must be
-    unconditional; ratios: ``(first, second)`` name pairs whose ``log2``
-    ratio becomes a kernel input; pairs with a parameter not in ``choices``
-    or not positive-numeric are left out (see :attr:`ratio_names`).
+    conditions: ``name -> (parent name, activating value)`` or ``(parent
+    name, tuple of activating values)``; a parent may itself be conditional
+    (a child is active when its parent is active and takes an activating
+    value); ratios: ``(first, second)`` name pairs whose ``log2`` ratio
+    becomes a kernel input; pairs with a parameter not in ``choices`` or not
+    positive-numeric are left out (see :attr:`ratio_names`); scales: ``name
+    -> (low, high, log)`` for numbers drawn from a range: their choices sit
+    at their place in ``[low, high]``, linear or logarithmic (other numeric
+    parameters: see :func:`ordinal_positions`).
     """
 
     def __init__(
@@ -139,26 +176,49 @@ class Encoding:
         choices: Mapping[str, Sequence[Any]],
         conditions: Mapping[str, tuple[str, Any]] | None = None,
         ratios: Sequence[tuple[str, str]] = (),
+        scales: Mapping[str, tuple[float, float, bool]] | None = None,
     ):
         conditions = dict(conditions or {})
+        scales = dict(scales or {})
         names = list(choices)
         params: list[Param] = []
         for name in names:
             values = tuple(choices[name])
             parent = None
             if name in conditions:
-                parent_name, value = conditions[name]
-                if parent_name in conditions:
-                    raise ValueError(f"parent {parent_name!r} of {name!r} must itself be unconditional")
-                pos = names.index(parent_name)
-                parent = (pos, Param(parent_name, tuple(choices[parent_name]), None).index(value))
-            params.append(Param(name, values, ordinal_positions(values), parent))
+                parent_name, activating = conditions[name]
+                if parent_name not in choices or parent_name == name:
+                    raise SpaceError(f"the parent {parent_name!r} of {name!r} must be another parameter of the "
+                                     f"space {names}; fix the conditions")
+                lookup = Param(parent_name, tuple(choices[parent_name]), None)
+                values_on = activating if isinstance(activating, (tuple, list)) else (activating,)
+                parent = (names.index(parent_name), frozenset(lookup.index(v) for v in values_on))
+            if name in scales:
+                positions: tuple[float, ...] | None = scaled_positions(values, *scales[name])
+            else:
+                positions = ordinal_positions(values)
+            params.append(Param(name, values, positions, parent))
         self.params: tuple[Param, ...] = tuple(params)
         self.names: tuple[str, ...] = tuple(names)
+        self._conditional = self._parents_first()
         self.groups: np.ndarray = np.concatenate(
             [np.full(p.width, i, dtype=np.int64) for i, p in enumerate(self.params)]
         ) if params else np.zeros(0, dtype=np.int64)
         self.ratios: tuple[Ratio, ...] = tuple(self._ratio(a, b) for a, b in dict.fromkeys(ratios) if self._ratio(a, b))
+
+    def _parents_first(self) -> tuple[int, ...]:
+        """Positions of the conditional parameters, each after its parent (the conditions must form a forest)."""
+        depth: dict[int, int] = {}
+        for i in range(len(self.params)):
+            seen, j = [], i
+            while self.params[j].parent is not None:
+                if j in seen:
+                    raise SpaceError(f"the conditions of {self.names[i]!r} form a cycle "
+                                     f"({' <- '.join(self.names[k] for k in seen)}); fix the conditions")
+                seen.append(j)
+                j = self.params[j].parent[0]
+            depth[i] = len(seen)
+        return tuple(sorted((i for i in depth if depth[i] > 0), key=lambda i: (depth[i], i)))
 
     def _ratio(self, first: str, second: str) -> Ratio | None:
         if first == second or first not in self.names or second not in self.names:
@@ -184,38 +244,41 @@ class Encoding:
 
     def size(self) -> int:
         """Number of distinct configurations (inactive parameters counted once)."""
-        total = 1
-        children: dict[int, list[Param]] = {}
-        for p in self.params:
-            if p.parent is not None:
-                children.setdefault(p.parent[0], []).append(p)
+        children: dict[int, list[int]] = {i: [] for i in range(len(self.params))}
         for i, p in enumerate(self.params):
             if p.parent is not None:
-                continue
-            per_value = [
-                math.prod(len(c.choices) for c in children.get(i, []) if c.parent[1] == k) for k in range(len(p.choices))
-            ]
-            total *= sum(per_value)
-        return total
+                children[p.parent[0]].append(i)
+
+        def count(i: int) -> int:  # configurations of parameter i and the parameters below it
+            return sum(
+                math.prod(count(c) for c in children[i] if k in self.params[c].parent[1])
+                for k in range(len(self.params[i].choices))
+            )
+
+        return math.prod(count(i) for i, p in enumerate(self.params) if p.parent is None)
 
     # -- configurations <-> index rows ---------------------------------------------
-    def is_active(self, p: Param, row: Sequence[int]) -> bool:
-        return p.parent is None or row[p.parent[0]] == p.parent[1]
+    def active(self, i: int, rows: np.ndarray) -> np.ndarray:
+        """Whether conditional parameter ``i``'s parent takes an activating choice, per row (``n``)."""
+        position, on = self.params[i].parent
+        return np.isin(rows[:, position], list(on))
 
     def to_row(self, config: Mapping[str, Any]) -> np.ndarray:
         """Index row (``p``) of a configuration; missing or inactive parameters are ``-1``."""
-        row = np.full(len(self.params), INACTIVE, dtype=np.int64)
-        for i, p in enumerate(self.params):
-            if p.name in config:
-                row[i] = p.index(config[p.name])
-        for i, p in enumerate(self.params):
-            if not self.is_active(p, row):
-                row[i] = INACTIVE
-        return row
+        return self.to_rows([config])[0]
+
+    def to_rows(self, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        """Index rows (``n x p``) of configurations; missing or inactive parameters are ``-1``."""
+        rows = np.full((len(configs), len(self.params)), INACTIVE, dtype=np.int64)
+        for r, config in enumerate(configs):
+            for i, p in enumerate(self.params):
+                if p.name in config:
+                    rows[r, i] = p.index(config[p.name])
+        return self.deactivate(rows)
 
     def to_config(self, row: Sequence[int]) -> dict[str, Any]:
         """The configuration of an index row, active parameters only."""
-        return {p.name: p.choices[int(k)] for p, k in zip(self.params, row) if k != INACTIVE}
+        return {p.name: p.choices[int(k)] for p, k in zip(self.params, row) if k >= 0}
 
     def encode(self, rows: np.ndarray) -> np.ndarray:
         """Unit-cube points (``n x D``) of index rows (``n x p``)."""
@@ -224,7 +287,7 @@ class Encoding:
         col = 0
         for i, p in enumerate(self.params):
             k = rows[:, i]
-            active = k != INACTIVE
+            active = k >= 0
             if p.positions is not None:
                 out[:, col] = np.where(active, np.asarray(p.positions)[np.where(active, k, 0)], 0.5)
             else:
@@ -241,11 +304,11 @@ class Encoding:
         """
         rows = np.asarray(rows, dtype=np.int64).reshape(-1, len(self.params))
         inactive = np.array([len(p.choices) for p in self.params], dtype=np.int64)
-        slots = np.where(rows == INACTIVE, inactive, rows)
+        slots = np.where(rows < 0, inactive, rows)
         pairs = []
         for r in self.ratios:
             a, b = rows[:, r.first], rows[:, r.second]
-            off = (a == INACTIVE) | (b == INACTIVE)
+            off = (a < 0) | (b < 0)
             pairs.append(np.where(off, len(r.levels), r.level[np.where(off, 0, a), np.where(off, 0, b)]))
         return np.column_stack([slots, *pairs]) if pairs else slots
 
@@ -280,19 +343,18 @@ class Encoding:
             if p.parent is None:
                 rows = np.repeat(rows, len(p.choices), axis=0)
                 rows[:, i] = np.tile(np.arange(len(p.choices)), len(rows) // len(p.choices))
-        for i, p in enumerate(self.params):
-            if p.parent is not None:
-                rows = self._expand(rows, i)
+        for i in self._conditional:
+            rows = self._expand(rows, i)
         return rows
 
     def _expand(self, rows: np.ndarray, i: int) -> np.ndarray:
         """Give conditional parameter ``i`` every choice in rows where it is active, -1 elsewhere."""
-        p = self.params[i]
-        active = rows[:, p.parent[0]] == p.parent[1]
+        n_choices = len(self.params[i].choices)
+        active = self.active(i, rows)
         off = rows[~active].copy()
         off[:, i] = INACTIVE
-        on = np.repeat(rows[active], len(p.choices), axis=0)
-        on[:, i] = np.tile(np.arange(len(p.choices)), int(active.sum()))
+        on = np.repeat(rows[active], n_choices, axis=0)
+        on[:, i] = np.tile(np.arange(n_choices), int(active.sum()))
         return np.concatenate([off, on])
 
     def random(self, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -302,60 +364,86 @@ class Encoding:
 
     def deactivate(self, rows: np.ndarray) -> np.ndarray:
         """Set inactive conditional parameters to -1 (in place) and return ``rows``."""
-        for i, p in enumerate(self.params):
-            if p.parent is not None:
-                rows[rows[:, p.parent[0]] != p.parent[1], i] = INACTIVE
+        for i in self._conditional:
+            rows[~self.active(i, rows), i] = INACTIVE
         return rows
 
     def neighbours(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Configurations one parameter change away from each of ``rows`` (``n x p``).
 
         Returns the neighbours (``m x p``) and, for each, the index of the row
-        it came from (``m``).  Changing a parent to its activating choice
-        yields one neighbour per choice of the child it activates.
+        it came from (``m``).  A parameter moves to each of its other choices,
+        a wide ordinal one (:attr:`Param.ladder`) by 1, 2, 4... choices either
+        way.  Changing a parent to an activating choice yields one neighbour
+        per choice of the child it activates.
         """
         rows = np.asarray(rows, dtype=np.int64).reshape(-1, len(self.params))
-        column = np.concatenate([np.full(len(p.choices), i) for i, p in enumerate(self.params)])
-        value = np.concatenate([np.arange(len(p.choices)) for p in self.params])
-        origin = np.repeat(np.arange(len(rows)), column.size)
+        n = len(rows)
+        # every other choice of each parameter but the wide ordinal ones, for every row at once
+        listed = [i for i, p in enumerate(self.params) if not p.ladder]
+        column = np.concatenate([np.full(len(self.params[i].choices), i) for i in listed] or [np.zeros(0, np.int64)])
+        value = np.concatenate([np.arange(len(self.params[i].choices)) for i in listed] or [np.zeros(0, np.int64)])
+        origin = np.repeat(np.arange(n), column.size)
+        column, value = np.tile(column, n), np.tile(value, n)
+        now = rows[origin, column]
+        keep = (now != value) & (now >= 0)
+        origins, columns, values = [origin[keep]], [column[keep]], [value[keep]]
+        for i, p in enumerate(self.params):  # the wide ordinal ones: 1, 2, 4... choices either way
+            if p.ladder:
+                steps = 2 ** np.arange(int(math.log2(len(p.choices))) + 1)
+                now = rows[:, i : i + 1]
+                to = now + np.concatenate([steps, -steps])[None, :]
+                at, k = np.nonzero((to >= 0) & (to < len(p.choices)) & (now >= 0))
+                origins.append(at)
+                columns.append(np.full(at.size, i))
+                values.append(to[at, k])
+        origin, column, value = np.concatenate(origins), np.concatenate(columns), np.concatenate(values)
         out = rows[origin]
-        column, value = np.tile(column, len(rows)), np.tile(value, len(rows))
-        keep = (out[np.arange(out.shape[0]), column] != value) & (out[np.arange(out.shape[0]), column] != INACTIVE)
-        out, origin, column, value = out[keep], origin[keep], column[keep], value[keep]
         out[np.arange(out.shape[0]), column] = value
-        for i, p in enumerate(self.params):
-            if p.parent is None:
-                continue
-            needs = (out[:, p.parent[0]] == p.parent[1]) & (out[:, i] == INACTIVE)
+        for i in self._conditional:
+            needs = self.active(i, out) & (out[:, i] == INACTIVE)
             if needs.any():
-                grown = np.repeat(out[needs], len(p.choices), axis=0)
-                grown[:, i] = np.tile(np.arange(len(p.choices)), int(needs.sum()))
+                n_choices = len(self.params[i].choices)
+                grown = np.repeat(out[needs], n_choices, axis=0)
+                grown[:, i] = np.tile(np.arange(n_choices), int(needs.sum()))
                 out = np.concatenate([out[~needs], grown])
-                origin = np.concatenate([origin[~needs], np.repeat(origin[needs], len(p.choices))])
+                origin = np.concatenate([origin[~needs], np.repeat(origin[needs], n_choices)])
         return self.deactivate(out), origin
 
 
-def infer_conditions(names: Sequence[str], configs: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, Any]]:
-    """Guess ``name -> (parent, value)`` from which parameters each configuration has.
+def infer_conditions(names: Sequence[str], configs: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, tuple]]:
+    """Guess ``name -> (parent, activating values)`` from which parameters each configuration has.
 
-    A parameter missing from some configurations is conditional on an
-    always-present parent when it is present exactly where the parent takes
-    one value (``chunk_size`` exactly where ``layout == "chunked"``).  The
-    first such parent in ``names`` order wins; a parameter whose presence no
-    single value explains stays unconditional (its absence encodes as
-    inactive all the same).
+    A parameter missing from some configurations is conditional on a parent
+    when it is present exactly where the parent takes one of a set of values
+    (``chunk_size`` exactly where ``layout == "chunked"``; ``y`` where
+    ``x in (6, 7, 9)``, the values of ``x`` seen with ``y``).  Candidate
+    parents are present wherever the parameter is and somewhere it is not
+    (so conditions nest and never form a cycle); of several, the one with
+    the fewest activating values wins, then the first in ``names`` order.
+    A parameter whose presence no parent explains stays unconditional (its
+    absence encodes as inactive all the same).
     """
-    always = [n for n in names if all(n in c for c in configs)]
-    conditions: dict[str, tuple[str, Any]] = {}
+    present = {n: np.array([n in c for c in configs], dtype=bool) for n in names}
+    as_array = np.empty(len(configs), dtype=object)
+    as_array[:] = list(configs)
+    conditions: dict[str, tuple[str, tuple]] = {}
     for name in names:
-        present = [name in c for c in configs]
-        if all(present) or not any(present):
+        here = present[name]
+        if here.all() or not here.any():
             continue
-        for parent in always:
-            if parent == name:
+        found: list[tuple[int, int, str, tuple]] = []
+        for order, parent in enumerate(names):
+            there = present[parent]
+            if parent == name or (here & ~there).any() or there.sum() <= here.sum():
                 continue
-            value = next(c[parent] for c, here in zip(configs, present) if here)
-            if all(same_choice(c[parent], value) == here for c, here in zip(configs, present)):
-                conditions[name] = (parent, value)
-                break
+            values: dict[tuple, Any] = {}  # (type, value) -> value, in order of appearance
+            for c in as_array[here]:
+                values.setdefault((type(c[parent]), c[parent]), c[parent])
+            elsewhere = as_array[there & ~here]
+            if not any((type(c[parent]), c[parent]) in values for c in elsewhere):
+                found.append((len(values), order, parent, tuple(values.values())))
+        if found:
+            _, _, parent, values = min(found, key=lambda f: f[:2])
+            conditions[name] = (parent, values)
     return conditions

@@ -62,28 +62,19 @@ class AdditiveJointMatern52(gpytorch.kernels.Kernel):
     one input's slots (``p`` tables, ``w_j x w_j``,
     :meth:`Encoding.distance_tables`).  Working on slots, each input's
     Matérn values form a tiny table, computed once per hyperparameter
-    setting and looked up by a matrix product, instead of ``n x m x p``
-    exponentials.  The tables sit on the diagonal of one ``W x W`` block
-    matrix (``W = sum w_j``), so inputs of different widths cost only their
-    own slots.
+    setting: the table columns that a set of slot rows selects, stacked
+    (``W x n``, ``W = sum w_j``, :meth:`left`), are then gathered at another
+    set's slots and summed over inputs (:meth:`combine`) instead of
+    computing ``n x m x p`` exponentials.
     """
 
     def __init__(self, tables):
         super().__init__()
         widths = [len(t) for t in tables]
-        n_params, size = len(widths), sum(widths)
-        offsets = np.concatenate([[0], np.cumsum(widths)[:-1]]).astype(np.int64)
-        distances = np.zeros((size, size))
-        owner = np.full((size, size), n_params)  # input of each entry; n_params: off every block
-        for j, (table, start) in enumerate(zip(tables, offsets)):
-            block = slice(start, start + widths[j])
-            distances[block, block] = table
-            owner[block, block] = j
-        self.register_buffer("distances", torch.as_tensor(distances, dtype=torch.float64))
-        self.register_buffer("owner", torch.as_tensor(owner))
-        self.register_buffer("offsets", torch.as_tensor(offsets))
+        self.tables = [torch.as_tensor(t, dtype=torch.float64) for t in tables]
+        self.register_buffer("offsets", torch.as_tensor(np.concatenate([[0], np.cumsum(widths)[:-1]]), dtype=torch.long))
         for name, count, prior in (
-            ("lengthscale", n_params, LogNormalPrior(0.5, 1.0)),
+            ("lengthscale", len(widths), LogNormalPrior(0.5, 1.0)),
             ("additive_scale", 1, LogNormalPrior(math.log(0.5), 1.0)),
             ("joint_scale", 1, LogNormalPrior(math.log(0.5), 1.0)),
         ):
@@ -107,43 +98,38 @@ class AdditiveJointMatern52(gpytorch.kernels.Kernel):
 
     def prepare(self, x1: torch.Tensor, x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """What :meth:`covariance` needs of two slot-row sets, fixed by the inputs alone:
-        ``x1`` as block-matrix rows (``n x p``) and ``x2`` one-hot over the block columns (``m x W``)."""
-        return self.rows(x1), self.onehot(x2)
+        ``x1`` as integer slots (``n x p``) and ``x2`` as columns of :meth:`left` (``m x p``)."""
+        return x1.long(), self.columns(x2)
 
-    def rows(self, x: torch.Tensor) -> torch.Tensor:
-        """Slot rows ``x`` (``m x p``) as rows of the block matrix (``m x p``)."""
+    def columns(self, x: torch.Tensor) -> torch.Tensor:
+        """Slot rows ``x`` (``m x p``) as column indices into :meth:`left`'s output (``m x p``)."""
         return x.long() + self.offsets
 
-    def onehot(self, x: torch.Tensor) -> torch.Tensor:
-        """Slot rows ``x`` (``m x p``) one-hot over the block matrix's columns (``m x W``)."""
-        onehot = torch.zeros(x.shape[0], self.distances.shape[0], dtype=torch.float64)
-        return onehot.scatter_(1, x.long() + self.offsets, 1.0)
+    def left(self, slots: torch.Tensor) -> torch.Tensor:
+        """The table columns that integer slot rows ``slots`` (``n x p``) select, stacked, at the current
+        hyperparameters: Matérn values beside squared scaled distances (``W x 2n``)."""
+        inverse_sq = self.value("lengthscale").square().reciprocal()
+        parts = []
+        for j, table in enumerate(self.tables):
+            s = table * inverse_sq[j]  # w_j x w_j, symmetric: column k is row k
+            parts.append(torch.cat([matern52(s), s], 1).index_select(1, torch.cat([slots[:, j], slots[:, j] + len(s)])))
+        return torch.cat(parts, 0)
 
-    def left(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Block-matrix rows ``rows`` (``n x p``, from :meth:`rows`) summed over inputs, at the
-        current hyperparameters: Matérn values and squared scaled distances (each ``n x W``).
-
-        The blocks are disjoint, so the sum lays the ``p`` looked-up table
-        rows side by side; times a one-hot (:meth:`onehot`) it picks and sums
-        one entry per input (:meth:`combine`).
-        """
+    def combine(self, left: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+        """Covariance (``n x m``) of the rows behind ``left`` (:meth:`left`) and the slot rows behind
+        ``columns`` (:meth:`columns`): one entry per input gathered and summed."""
         n_params = self.offsets.shape[0]
-        inverse_sq = torch.cat([self.value("lengthscale").square().reciprocal(), torch.zeros(1, dtype=torch.float64)])
-        scaled = self.distances * inverse_sq[self.owner]  # W x W: squared scaled distances, 0 off the blocks
-        inside = (self.owner < n_params).to(torch.float64)
-        return (matern52(scaled) * inside)[rows].sum(1), scaled[rows].sum(1)
-
-    def combine(self, left: tuple[torch.Tensor, torch.Tensor], onehot: torch.Tensor) -> torch.Tensor:
-        """Covariance (``n x m``) of the rows behind ``left`` (:meth:`left`) and the slot rows behind ``onehot``."""
-        n_params = self.offsets.shape[0]
-        additive, scaled = left
-        return (self.value("additive_scale") * (additive @ onehot.T) / n_params
-                + self.value("joint_scale") * matern52(scaled @ onehot.T / n_params))
+        total = left.index_select(0, columns[:, 0])  # m x 2n
+        for j in range(1, n_params):  # row gathers: cheap whatever the tables' widths
+            total += left.index_select(0, columns[:, j])
+        n = left.shape[1] // 2
+        return (self.value("additive_scale") / n_params * total[:, :n]
+                + self.value("joint_scale") * matern52(total[:, n:] / n_params)).T
 
     def covariance(self, prepared: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """Covariance (``n x m``) of inputs :meth:`prepare` d."""
-        rows, onehot = prepared
-        return self.combine(self.left(rows), onehot)
+        slots, columns = prepared
+        return self.combine(self.left(slots), columns)
 
     def forward(self, x1: torch.Tensor, x2: torch.Tensor, diag: bool = False, **params) -> torch.Tensor:
         """Covariance ``n x m`` of slot rows ``x1`` (``n x p``) and ``x2`` (``m x p``); ``n`` with ``diag``."""
@@ -270,8 +256,8 @@ class Posterior:
 
     def __post_init__(self) -> None:
         with torch.no_grad():
-            self._left = self.kernel.left(self.kernel.rows(self.x))  # fixed per posterior
-            k = self.kernel.combine(self._left, self.kernel.onehot(self.x)) + torch.diag(self.noise)
+            self._left = self.kernel.left(self.x.long())  # fixed per posterior
+            k = self.kernel.combine(self._left, self.kernel.columns(self.x)) + torch.diag(self.noise)
             self._chol = torch.linalg.cholesky(k)
             self._alpha = torch.cholesky_solve((self.y - self.mean).unsqueeze(-1), self._chol).squeeze(-1)
             self._prior_var = self.kernel.variance
@@ -288,7 +274,7 @@ class Posterior:
         with torch.no_grad():
             for start in range(0, xc.shape[0], batch):
                 part = xc[start : start + batch]
-                kxc = self.kernel.combine(self._left, self.kernel.onehot(part))
+                kxc = self.kernel.combine(self._left, self.kernel.columns(part))
                 means.append(self.mean + kxc.T @ self._alpha)
                 v = torch.linalg.solve_triangular(self._chol, kxc, upper=False)
                 variances.append((self._prior_var - v.square().sum(0)).clamp_min(1e-12))

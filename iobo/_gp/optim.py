@@ -16,16 +16,43 @@ from collections.abc import Callable, Collection
 
 import numpy as np
 
-from iobo._gp.encoding import Encoding
+from iobo._gp.encoding import ANY, Encoding
 
 Score = Callable[[np.ndarray], np.ndarray]  # index rows (m x p) -> scores (m)
+
+
+class Excluded:
+    """A set of configurations (index rows as tuples) where an ``ANY`` entry covers every value.
+
+    ``tuple(row) in excluded`` for a row of choice indices (``-1`` inactive).
+    Rows are kept per pattern of ``ANY`` positions; a query is masked with
+    each pattern (few: one per way trials skipped unexplained parameters).
+    """
+
+    def __init__(self, rows: Collection[tuple[int, ...]] = ()):
+        self._plain: set[tuple[int, ...]] = set()
+        self._by_mask: dict[tuple[int, ...], set[tuple[int, ...]]] = {}
+        for row in rows:
+            mask = tuple(j for j, k in enumerate(row) if k == ANY)
+            (self._by_mask.setdefault(mask, set()) if mask else self._plain).add(tuple(row))
+
+    def __contains__(self, row: tuple[int, ...]) -> bool:
+        if row in self._plain:
+            return True
+        for mask, rows in self._by_mask.items():
+            key = list(row)
+            for j in mask:
+                key[j] = ANY
+            if tuple(key) in rows:
+                return True
+        return False
 
 
 def maximize(
     score: Score,
     encoding: Encoding,
     rng: np.random.Generator,
-    exclude: Collection[tuple[int, ...]] = (),
+    exclude: Collection[tuple[int, ...]] | Excluded = (),
     seeds: np.ndarray | None = None,
     max_enumerate: int = 100_000,
     n_random: int = 500,
@@ -37,13 +64,13 @@ def maximize(
     Returns ``None`` when every configuration is excluded (exhaustive case) or
     local search met no allowed configuration.
     """
-    exclude = set(exclude)
+    exclude = exclude if isinstance(exclude, Excluded) else Excluded(exclude)
     if encoding.size() <= max_enumerate:
         return _best_allowed(encoding.enumerate(), score, exclude)
     return _local_search(score, encoding, rng, exclude, seeds, n_random, n_starts, max_steps)
 
 
-def _best_allowed(rows: np.ndarray, score: Score, exclude: set[tuple[int, ...]]) -> np.ndarray | None:
+def _best_allowed(rows: np.ndarray, score: Score, exclude: Excluded) -> np.ndarray | None:
     allowed = np.array([tuple(r) not in exclude for r in rows.tolist()], dtype=bool)
     if not allowed.any():
         return None

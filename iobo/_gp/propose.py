@@ -6,8 +6,9 @@ standardised values; the *incumbent* is the measured configuration with the
 highest posterior mean (noise-aware: not the luckiest single run); log
 augmented EI over that incumbent is maximised with pending configurations
 conditioned on as fantasies.  Measured, pending and failed configurations
-are never proposed, except that the few most promising measured ones (by
-posterior mean) stay eligible until measured ``max_repeats`` times:
+(a row's ``ANY`` entries covering every value) are never proposed, except
+that the few most promising measured ones (by posterior mean) stay
+eligible until measured ``max_repeats`` times:
 re-measuring one is chosen when its augmented EI (which discounts what
 noise would hide) beats every new configuration's.
 """
@@ -21,7 +22,7 @@ import numpy as np
 from iobo._gp import model
 from iobo._gp.acquisition import log_augmented_ei
 from iobo._gp.encoding import Encoding
-from iobo._gp.optim import maximize
+from iobo._gp.optim import Excluded, maximize
 
 N_PROMISING = 3  # measured configurations that may be re-measured
 WARM_ITERATIONS = 10  # L-BFGS-B steps of a warm-started refit: each trial continues the last fit
@@ -98,9 +99,10 @@ def propose(
     busy = as_set(pending) | as_set(failed)
     promising = np.argsort(-fitted.mean)[:N_PROMISING]
     remeasurable = {tuple(fitted.rows[i].tolist()) for i in promising if fitted.counts[i] < max_repeats} - busy
-    exclude = (as_set(fitted.rows) - remeasurable) | busy
+    exclude = Excluded((as_set(fitted.rows) - remeasurable) | busy)
     row = maximize(score, encoding, rng, exclude, seeds=fitted.rows[promising], max_enumerate=max_enumerate)
     if row is None:  # everything allowed was measured: re-measure the best-scoring configuration
+        busy = Excluded(busy)
         candidates = np.array([r for r in fitted.rows.tolist() if tuple(r) not in busy] or fitted.rows.tolist())
         row = candidates[int(np.argmax(score(candidates)))]
     return np.asarray(row, dtype=np.int64)

@@ -1,22 +1,39 @@
 """``GPSampler``: the Optuna adapter over :mod:`iobo._gp`.
 
-It turns a study's trials into index rows of an
-:class:`~iobo._gp.encoding.Encoding` and back:
+A general Optuna sampler (one objective, maximised or minimised) whose every
+parameter is an input of the GP; :class:`iobo.surrogate.TrialData` turns the
+study's trials into the GP's data:
 
-- the relative search space is every categorical parameter any trial has
-  suggested (a union, so conditional parameters take part); which parameter
-  depends on which value is inferred from the completed trials; size
-  parameters that act through their ratio (``cb_buffer_size`` and
-  ``striping_unit``...) also enter the GP as that ratio;
-- COMPLETE trials with a positive finite value are the data, modelled as
-  ``log(value)`` (negated when minimising); FAIL and PRUNED trials, and
-  COMPLETE ones with a non-positive value, are left out of the model and
-  never proposed again; RUNNING trials are pending points;
+- the relative search space is every parameter any trial has suggested,
+  of any distribution: categorical, int and float (plain, log, step), in
+  any mix (a union, so define-by-run conditional parameters take part;
+  which parameter depends on which values is inferred from the completed
+  trials; a parameter whose absence no one parent's values explain is
+  modelled as unconditional, and a configuration measured without it is
+  not proposed again with any value of it).  Int and float ranges are
+  searched on a grid of at most
+  :data:`iobo.surrogate.GRID_LEVELS` values (every value of a smaller
+  range) and the values trials took; size parameters that act through
+  their ratio (``cb_buffer_size`` and ``striping_unit``...) also enter the
+  GP as that ratio;
+- one decision about what is not modelled: a parameter seen with two
+  different distributions (its range or choices changed during the study)
+  is left out of the GP and drawn at random (seeded), with a warning the
+  first time;
+- COMPLETE trials are the data, modelled as ``log(value)`` while every
+  value is positive (``log_values``), negated when minimising; FAIL and
+  PRUNED trials (and values the model cannot take) are left out of the
+  model and never proposed again; RUNNING trials are pending points, at
+  what the sampler proposed for them (recorded in the trial's system attr
+  ``iobo:proposal`` before the next proposal is made: ``n_jobs > 1``
+  threads get distinct configurations);
 - until ``n_startup_trials`` distinct configurations have completed, the
   user's ``initial_params`` and then a Latin hypercube are suggested (a
   hypercube point already measured is replaced by the same point of the
-  next hypercube);
-  enqueued trials (the tuner's default runs) come first as Optuna runs them.
+  next hypercube); enqueued trials (the tuner's default runs) come first
+  as Optuna runs them.  A parameter the GP has not seen yet (a new one, or
+  one the model expected to be inactive) is drawn at random, seeded by the
+  sampler seed, the trial and the parameter's name.
 
 torch, gpytorch and the GP modules are imported on first use only; while
 the GP works, BLAS and OpenMP run single-threaded (threadpoolctl): for
@@ -26,20 +43,25 @@ several times more on a loaded 2-core machine.
 
 from __future__ import annotations
 
-import math
+import threading
+import warnings
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from iobo import _compat
 from iobo.errors import ConfigError
 from iobo._gp.design import latin_index
-from iobo._gp.encoding import Encoding, infer_conditions, same_choice
+from iobo._gp.optim import Excluded
+from iobo.samplers._checks import check_int
 from iobo.space import SIZE_RATIOS
+from iobo.surrogate import PROPOSAL_ATTR, Surrogate, TrialData, configuration_key, contains, grid, is_usable
 
 REFIT_GROWTH = 1.1  # re-optimise the GP hyperparameters when the data grew by 10%
 STARTUP_BLOCKS = 20  # hypercubes tried for a start-up point that was not measured yet
@@ -47,17 +69,9 @@ STARTUP_BLOCKS = 20  # hypercubes tried for a start-up point that was not measur
 if TYPE_CHECKING:
     from optuna.study import Study
 
-    from iobo._gp.propose import Fit
-
-
-def _check_int(name: str, value: Any, minimum: int, fix: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ConfigError(f"GPSampler {name} must be an integer >= {minimum}; got {value!r}; {fix}")
-    return int(value)
-
 
 class GPSampler(BaseSampler):
-    """Bayesian optimisation of I/O bandwidth over finite (categorical) parameters.
+    """Bayesian optimisation with a Gaussian process over every parameter of an Optuna study.
 
     seed: the one seed of every random choice (``None``: drawn once now);
     n_startup_trials: distinct completed configurations before the GP takes
@@ -74,7 +88,9 @@ class GPSampler(BaseSampler):
     ratio, each modelled as one more GP input ``log2(first / second)``
     (default :data:`iobo.space.SIZE_RATIOS`; ``()`` for none; pairs whose
     parameters are not both in the study, or not positive numbers, are
-    left out).
+    left out); log_values: model ``log(value)`` (True: non-positive values
+    count as failed runs), the values themselves (False), or ``log`` while
+    every completed value is positive (None, the default).
     """
 
     def __init__(
@@ -86,13 +102,19 @@ class GPSampler(BaseSampler):
         max_repeats: int = 1,
         max_enumerate: int = 100_000,
         ratios: Sequence[tuple[str, str]] = SIZE_RATIOS,
+        log_values: bool | None = None,
     ) -> None:
+        name = "GPSampler"
         if seed is not None:
-            _check_int("seed", seed, 0, "pass a non-negative integer or None")
+            check_int(name, "seed", seed, 0, "pass a non-negative integer or None")
         self._seed = int(seed) if seed is not None else int(np.random.SeedSequence().generate_state(1)[0])
-        self._n_startup = _check_int("n_startup_trials", n_startup_trials, 1, "use 1 to start modelling at once")
-        self._max_repeats = _check_int("max_repeats", max_repeats, 1, "use 1 to never re-measure")
-        self._max_enumerate = _check_int("max_enumerate", max_enumerate, 1, "e.g. 100000")
+        self._n_startup = check_int(name, "n_startup_trials", n_startup_trials, 1, "use 1 to start modelling at once")
+        self._max_repeats = check_int(name, "max_repeats", max_repeats, 1, "use 1 to never re-measure")
+        self._max_enumerate = check_int(name, "max_enumerate", max_enumerate, 1, "e.g. 100000")
+        if log_values not in (None, True, False):
+            raise ConfigError(f"GPSampler log_values must be True, False or None; got {log_values!r}; "
+                              "None models log(value) while every value is positive")
+        self._log = log_values
         if isinstance(initial_params, Mapping) or not all(isinstance(p, Mapping) for p in initial_params):
             raise ConfigError(
                 f"GPSampler initial_params must be a sequence of {{name: value}} dicts; got {initial_params!r}; "
@@ -110,6 +132,17 @@ class GPSampler(BaseSampler):
         self._warm: dict[tuple, tuple[np.ndarray, int]] = {}  # encoding -> (hyperparameters, runs they were fitted on)
         self._seen: dict[str, tuple[int, dict, set]] = {}  # study -> (finished trials read, space, conflicting)
         self._startup_block: dict[tuple[str, int], int] = {}  # (study, trial number) -> hypercube of its start-up point
+        self._warned: set[str] = set()  # parameters the warning about changed distributions was given for
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        del state["_lock"]  # a lock does not pickle; a copy gets its own
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     # -- Optuna's sampler interface --------------------------------------------------
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
@@ -122,37 +155,48 @@ class GPSampler(BaseSampler):
         fixed = trial.system_attrs.get("fixed_params", {})
         if not search_space or all(name in fixed for name in search_space):
             return {}
+        with self._lock:  # one proposal at a time, each recorded before the next reads the pending trials
+            config = self._propose(study, trial, search_space)
+            _compat.set_trial_system_attr(study, trial, PROPOSAL_ATTR, config)
+        return config
+
+    def _propose(self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
         if self._in_startup(study):
             return self._startup_config(study, trial, search_space)
         from threadpoolctl import threadpool_limits
 
         from iobo._gp.propose import propose
 
-        encoding, data = self._data(study, search_space, exclude=trial.number)
+        data = self._data(study, search_space, exclude=trial.number)
+        if len(data.targets) < 2:  # e.g. every start-up run failed: nothing to model yet
+            return self._startup_config(study, trial, search_space)
         with threadpool_limits(1):  # BLAS/OpenMP threads only slow down these small problems
-            fitted = self._fit(encoding, data, remember=True)
+            fitted = self._fit(data, remember=True).fit
             rng = np.random.default_rng([self._seed, trial.number])
-            row = propose(encoding, fitted, rng, data["pending"], data["failed"], self._max_repeats, self._max_enumerate)
-        return encoding.to_config(row)
+            row = propose(data.encoding, fitted, rng, data.pending, data.failed, self._max_repeats, self._max_enumerate)
+        return data.encoding.to_config(row)
 
     def sample_independent(
         self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
     ) -> Any:
-        if isinstance(param_distribution, CategoricalDistribution) and self._in_startup(study):
+        if param_name not in self._conflicting(study) and self._in_startup(study):
             j = self._startup_index(study, trial)
             block = self._startup_block.get((study.study_name, trial.number), 0)
-            return self._startup_value(param_name, param_distribution.choices, j, block)
-        random = RandomSampler(seed=int(np.random.default_rng([self._seed, trial.number, 1]).integers(2**31)))
+            return self._startup_value(param_name, param_distribution, j, block)
+        stream = [self._seed, trial.number, zlib.crc32(param_name.encode())]
+        random = RandomSampler(seed=int(np.random.default_rng(stream).integers(2**31)))
         return random.sample_independent(study, trial, param_name, param_distribution)
 
     # -- the start-up design ---------------------------------------------------------
-    def _startup_value(self, name: str, choices: Sequence[Any], j: int, block: int) -> Any:
+    def _startup_value(self, name: str, distribution: BaseDistribution, j: int, block: int) -> Any:
         """Parameter ``name`` of start-up point ``j``: the user's initial value, else the
-        Latin hypercube's, taken ``block`` hypercubes further on (to avoid a measured point)."""
+        Latin hypercube's over the distribution's grid, taken ``block`` hypercubes further on
+        (to avoid a measured point)."""
         if block == 0 and j < len(self._initial) and name in self._initial[j]:
             value = self._initial[j][name]
-            if any(same_choice(value, c) for c in choices):
+            if contains(distribution, value):
                 return value
+        choices = grid(distribution)
         return choices[latin_index(self._seed, name, len(choices), j + block * self._n_startup, self._n_startup)]
 
     def _startup_config(self, study: Study, trial: FrozenTrial, search_space: Mapping[str, BaseDistribution]):
@@ -160,11 +204,11 @@ class GPSampler(BaseSampler):
         (the default runs, an earlier point): the same point of a later hypercube instead.  The
         user's initial points are taken as given."""
         j = self._startup_index(study, trial)
-        encoding, data = self._data(study, search_space, exclude=trial.number)
-        taken = {tuple(r) for part in ("rows", "pending", "failed") for r in data[part].tolist()}
+        data = self._data(study, search_space, exclude=trial.number)
+        taken = Excluded([tuple(r) for part in (data.rows, data.pending, data.failed) for r in part.tolist()])
         for block in range(STARTUP_BLOCKS):
-            config = {name: self._startup_value(name, d.choices, j, block) for name, d in search_space.items()}
-            if j < len(self._initial) or tuple(encoding.to_row(config).tolist()) not in taken:
+            config = {name: self._startup_value(name, d, j, block) for name, d in search_space.items()}
+            if j < len(self._initial) or tuple(data.row(config).tolist()) not in taken:
                 break
         self._startup_block[(study.study_name, trial.number)] = block
         return config
@@ -179,19 +223,17 @@ class GPSampler(BaseSampler):
         mean of ``log(value)``, i.e. a geometric-mean estimate.
         """
         self._check_direction(study)
-        encoding, data = self._data(study, self._search_space(study))
-        if not len(data["y"]):
+        data = self._data(study, self._search_space(study))
+        if not len(data.targets):
             raise ConfigError(
-                "GPSampler.incumbent needs at least one COMPLETE trial with a positive value; "
+                "GPSampler.incumbent needs at least one COMPLETE trial with a value it can model; "
                 f"study {study.study_name!r} has none; run trials first"
             )
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(1):
-            fitted = self._fit(encoding, data, remember=False)
-        row = fitted.rows[fitted.best]
-        params = self._params_of(study, encoding, row)
-        return params, math.exp(self._sign(study) * float(fitted.mean[fitted.best]))
+            surrogate = self._fit(data, remember=False)
+        return self._params_of(data, surrogate.fit.rows[surrogate.fit.best]), surrogate.incumbent_mb_per_s
 
     # -- helpers --------------------------------------------------------------------
     @staticmethod
@@ -202,18 +244,9 @@ class GPSampler(BaseSampler):
                 "use a single-objective study (e.g. bandwidth in MB/s)"
             )
 
-    @staticmethod
-    def _sign(study: Study) -> float:
-        return 1.0 if study.direction == StudyDirection.MAXIMIZE else -1.0
-
-    @staticmethod
-    def _usable(trial: FrozenTrial) -> bool:
-        """A COMPLETE trial whose value can be modelled as a logarithm."""
-        return trial.state == TrialState.COMPLETE and trial.value is not None and math.isfinite(trial.value) and trial.value > 0
-
     def _in_startup(self, study: Study) -> bool:
         trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        distinct = {tuple(sorted((k, repr(v)) for k, v in t.params.items())) for t in trials if self._usable(t)}
+        distinct = {configuration_key(t.params) for t in trials if is_usable(t, log=bool(self._log))}
         return len(distinct) < self._n_startup
 
     @staticmethod
@@ -226,8 +259,8 @@ class GPSampler(BaseSampler):
         )
 
     def _search_space(self, study: Study) -> dict[str, BaseDistribution]:
-        """Every categorical parameter seen, in name order; those seen with two different
-        distributions are left to independent sampling.
+        """Every parameter seen, in name order, but those seen with two different distributions
+        (left to independent sampling, with a warning the first time).
 
         Finished trials never change, so what the leading run of them says is
         kept per study and only later trials are read again.
@@ -240,9 +273,7 @@ class GPSampler(BaseSampler):
 
         def add(t: FrozenTrial) -> None:
             for name, dist in t.distributions.items():
-                if not isinstance(dist, CategoricalDistribution):
-                    conflicting.add(name)
-                elif space.setdefault(name, dist) is not dist and space[name] != dist:
+                if space.setdefault(name, dist) is not dist and space[name] != dist:
                     conflicting.add(name)
 
         while done < len(trials) and trials[done].state.is_finished():
@@ -251,49 +282,44 @@ class GPSampler(BaseSampler):
         self._seen[study.study_name] = (done, dict(space), set(conflicting))
         for t in trials[done:]:
             add(t)
+        for name in sorted(conflicting - self._warned):
+            self._warned.add(name)
+            warnings.warn(
+                f"GPSampler models a parameter with one distribution; {name!r} was suggested with two "
+                f"(e.g. {space[name]}), so it is left out of the GP and drawn at random from now on; "
+                "keep a parameter's range and choices the same for the whole study",
+                stacklevel=2,
+            )
         return {name: space[name] for name in sorted(space) if name not in conflicting}
 
-    def _data(self, study: Study, search_space: Mapping[str, BaseDistribution], exclude: int = -1):
-        """The encoding of ``search_space`` and the study's trials as index rows."""
-        names = list(search_space)
+    def _conflicting(self, study: Study) -> set[str]:
+        """Parameters seen with two different distributions (as of the last :meth:`_search_space`)."""
+        return self._seen.get(study.study_name, (0, {}, set()))[2]
+
+    def _data(self, study: Study, search_space: Mapping[str, BaseDistribution], exclude: int = -1) -> TrialData:
+        """The study's trials (but trial number ``exclude``) in the GP's terms over ``search_space``."""
         trials = [t for t in study.get_trials(deepcopy=False) if t.number != exclude]
-        complete = [t for t in trials if self._usable(t)]
-        conditions = infer_conditions(names, [t.params for t in complete])
-        encoding = Encoding({n: search_space[n].choices for n in names}, conditions, self._ratios)
+        minimize = study.direction == StudyDirection.MINIMIZE
+        return TrialData.from_trials(trials, search_space, minimize, self._ratios, self._log)
 
-        def rows(ts: list[FrozenTrial], params=lambda t: t.params) -> np.ndarray:
-            out = [encoding.to_row({n: v for n, v in params(t).items() if n in search_space}) for t in ts]
-            return np.array(out, dtype=np.int64).reshape(len(out), len(names))
-
-        running = [t for t in trials if t.state == TrialState.RUNNING]
-        failed = [t for t in trials if t.state.is_finished() and not self._usable(t)]
-        return encoding, {
-            "rows": rows(complete),
-            "y": np.array([self._sign(study) * math.log(t.value) for t in complete]),
-            "pending": rows(running, lambda t: {**t.system_attrs.get("fixed_params", {}), **t.params}),
-            "failed": rows(failed),
-        }
-
-    def _fit(self, encoding: Encoding, data: dict, remember: bool) -> Fit:
+    def _fit(self, data: TrialData, remember: bool) -> Surrogate:
         """The GP on ``data``; hyperparameters re-optimised once the data grew by
         ``REFIT_GROWTH`` since they last were (every trial early on, every 10th at
         100 trials), otherwise kept and the GP only conditioned on the new runs."""
-        from iobo._gp.propose import fit
-
-        key = (tuple((p.name, len(p.choices)) for p in encoding.params), encoding.ratio_names)
+        encoding = data.encoding
+        key = (tuple((p.name, len(p.choices)) for p in encoding.params), encoding.ratio_names, data.log)
         theta, fitted_at = self._warm.get(key, (None, 0))
-        n = len(data["y"])
+        n = len(data.targets)
         optimise = n >= REFIT_GROWTH * fitted_at
-        fitted = fit(encoding, data["rows"], data["y"], theta, optimise=optimise)
+        surrogate = Surrogate.from_data(data, theta, optimise=optimise)
         if remember and (optimise or theta is None):
-            self._warm = {key: (fitted.posterior.theta, n)}
-        return fitted
+            self._warm = {key: (surrogate.fit.posterior.theta, n)}
+        return surrogate
 
     @staticmethod
-    def _params_of(study: Study, encoding: Encoding, row: np.ndarray) -> dict[str, Any]:
-        """The full parameters of the latest trial measuring ``row`` (so non-categorical ones come too)."""
-        config = encoding.to_config(row)
-        for t in reversed(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))):
-            if all(n in t.params and same_choice(t.params[n], v) for n, v in config.items()):
+    def _params_of(data: TrialData, row: np.ndarray) -> dict[str, Any]:
+        """The full parameters of the latest trial measuring ``row`` (so parameters left out come too)."""
+        for t in reversed(data.usable):
+            if np.array_equal(data.row(t.params), row):
                 return dict(t.params)
-        return config
+        return data.encoding.to_config(row)

@@ -39,8 +39,12 @@ run), else that of the best measured run that has the parameter (a
 default's (:func:`iobo.importance.default_config`); a parameter no trial has had yet
 is left to the base sampler.  A conditional parameter joins the active set
 with its parent (``chunk_size`` brings ``layout``); one whose parent is held
-at another value is simply not asked.  Non-categorical parameters are left
-to the base sampler.
+at another value is simply not asked.  Parameters of every distribution
+(categorical, int, float) are ranked and held alike; one seen with two
+different distributions is left to the base sampler.  A stage also ends when
+its active parameters have no configuration left that no trial has measured
+(the base sampler would have to repeat one).  Minimised objectives are
+handled as their negation.
 """
 
 from __future__ import annotations
@@ -51,15 +55,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from iobo import _compat
 from iobo.errors import ConfigError
-from iobo._gp.encoding import infer_conditions, same_choice
-from iobo.importance import MIN_GP_TRIALS, ablation_view, consensus, default_config, normalised
+from iobo._gp.encoding import infer_conditions
+from iobo.importance import MIN_GP_TRIALS, ablation_view, consensus, normalised
+from iobo.trials import default_config
+from iobo.samplers._checks import check_int
 from iobo.samplers._gp import GPSampler
+from iobo.surrogate import TrialData, common_distributions, configuration_key, contains, is_usable
 
 if TYPE_CHECKING:
     from optuna.study import Study
@@ -68,12 +76,6 @@ if TYPE_CHECKING:
 
 PHASE_ATTR, ACTIVE_ATTR, HELD_ATTR = "impact_phase", "active_params", "held_params"
 SCREENING, IMPACT_FIRST = "screening", "impact-first"
-
-
-def _check_int(name: str, value: Any, minimum: int, fix: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ConfigError(f"ImpactFirstSampler {name} must be an integer >= {minimum}; got {value!r}; {fix}")
-    return int(value)
 
 
 def _prior_view(prior: Sequence[str] | Mapping[str, float] | None) -> dict[str, float] | None:
@@ -106,7 +108,7 @@ class _Plan:
 
 
 class ImpactFirstSampler(BaseSampler):
-    """Impact-first tuning over categorical parameters, bandwidth (MB/s) maximised.
+    """Impact-first tuning of one objective (bandwidth in MB/s, maximised, in iobo's tuner).
 
     base: the sampler choosing the active parameters (default: iobo's
     ``GPSampler`` whose start-up design is the screening); seed: the one seed
@@ -131,14 +133,15 @@ class ImpactFirstSampler(BaseSampler):
         widen_by: int = 1,
         prior_ranking: Sequence[str] | Mapping[str, float] | None = None,
     ) -> None:
+        name = "ImpactFirstSampler"
         if seed is not None:
-            _check_int("seed", seed, 0, "pass a non-negative integer or None")
+            check_int(name, "seed", seed, 0, "pass a non-negative integer or None")
         self._seed = int(seed) if seed is not None else int(np.random.SeedSequence().generate_state(1)[0])
-        self._screening = _check_int("screening_trials", screening_trials, MIN_GP_TRIALS,
-                                     f"the GP ranking needs {MIN_GP_TRIALS} distinct configurations; e.g. 10")
-        self._initial = _check_int("initial_active", initial_active, 1, "e.g. 3")
-        self._patience = _check_int("patience", patience, 1, "e.g. 5")
-        self._widen_by = _check_int("widen_by", widen_by, 1, "e.g. 1")
+        self._screening = check_int(name, "screening_trials", screening_trials, MIN_GP_TRIALS,
+                                    f"the GP ranking needs {MIN_GP_TRIALS} distinct configurations; e.g. 10")
+        self._initial = check_int(name, "initial_active", initial_active, 1, "e.g. 3")
+        self._patience = check_int(name, "patience", patience, 1, "e.g. 5")
+        self._widen_by = check_int(name, "widen_by", widen_by, 1, "e.g. 1")
         self._prior = _prior_view(prior_ranking)
         if base is not None and not isinstance(base, BaseSampler):
             raise ConfigError(f"ImpactFirstSampler base must be an Optuna sampler; got {base!r}; "
@@ -177,8 +180,7 @@ class ImpactFirstSampler(BaseSampler):
             plan.active is not None
             and param_name not in plan.active
             and param_name in plan.held
-            and isinstance(param_distribution, CategoricalDistribution)
-            and any(same_choice(held, c) for c in param_distribution.choices)
+            and contains(param_distribution, held)
         ):
             return held
         return self._base.sample_independent(study, trial, param_name, param_distribution)
@@ -189,32 +191,35 @@ class ImpactFirstSampler(BaseSampler):
         key = (study.study_name, trial.number)
         if self._plan is None or self._plan.key != key:
             self._plan = plan = self._make_plan(study, trial)
-            set_attr = study._storage.set_trial_user_attr
-            set_attr(trial._trial_id, PHASE_ATTR, SCREENING if plan.active is None else IMPACT_FIRST)
-            set_attr(trial._trial_id, ACTIVE_ATTR, sorted(_names(study) if plan.active is None else plan.active))
+            set_attr = _compat.set_frozen_trial_attr
+            set_attr(study, trial, PHASE_ATTR, SCREENING if plan.active is None else IMPACT_FIRST)
+            set_attr(study, trial, ACTIVE_ATTR, sorted(_names(study) if plan.active is None else plan.active))
             if plan.active is not None:
-                set_attr(trial._trial_id, HELD_ATTR, dict(plan.held))
+                set_attr(study, trial, HELD_ATTR, dict(plan.held))
         return self._plan
 
     def _make_plan(self, study: Study, trial: FrozenTrial) -> _Plan:
-        if len(study.directions) != 1 or study.direction != StudyDirection.MAXIMIZE:
+        if len(study.directions) != 1:
             raise ConfigError(
-                f"ImpactFirstSampler maximises one objective; study {study.study_name!r} has directions "
-                f"{[d.name for d in study.directions]}; use a single maximised objective (bandwidth in MB/s)"
+                f"ImpactFirstSampler tunes one objective; study {study.study_name!r} has directions "
+                f"{[d.name for d in study.directions]}; use a single objective (bandwidth in MB/s)"
             )
         key = (study.study_name, trial.number)
         every = study.get_trials(deepcopy=False)
         trials = [t for t in every if t.number != trial.number]
-        complete = sorted((t for t in trials if _usable(t)), key=lambda t: -t.value)
-        distinct = len({tuple(sorted((n, repr(v)) for n, v in t.params.items())) for t in complete})
+        sign = -1.0 if study.direction == StudyDirection.MINIMIZE else 1.0
+        complete = sorted((t for t in trials if is_usable(t, log=False)), key=lambda t: -sign * t.value)  # best first
+        distinct = len({configuration_key(t.params) for t in complete})
         if self._prior is None and distinct < self._screening:
             return _Plan(key, None, {})
 
-        names = _names(study)
+        distributions = common_distributions(every)
+        names = list(distributions)
         previous = next((t for t in reversed(trials) if t.user_attrs.get(PHASE_ATTR) == IMPACT_FIRST), None)
         if previous is not None:
             active = set(previous.user_attrs[ACTIVE_ATTR])
-            if active >= set(names) or not self._stalled(complete, active):
+            if active >= set(names) or not (self._stalled(complete, active, sign)
+                                            or self._exhausted(trials, distributions, active)):
                 return _Plan(key, frozenset(active), previous.user_attrs[HELD_ATTR])
 
         # a new stage: rank, widen, hold the other parameters at the incumbent's values
@@ -222,13 +227,22 @@ class ImpactFirstSampler(BaseSampler):
         if distinct >= self._screening:
             from iobo.surrogate import Surrogate
 
-            surrogate = Surrogate.from_trials(complete)
+            surrogate = Surrogate.from_trials(complete, minimize=sign < 0)
         active = set(previous.user_attrs[ACTIVE_ATTR]) if previous is not None else set()
         joining = self._widen_by if previous is not None else self._initial
         default = default_config(every)
-        active |= set([n for n in self._ranking(names, surrogate, default) if n not in active][:joining])
         conditions = infer_conditions(names, [t.params for t in complete])
-        active |= {conditions[n][0] for n in active if n in conditions}
+
+        def with_parents(chosen: set[str]) -> set[str]:
+            while not {conditions[n][0] for n in chosen if n in conditions} <= chosen:
+                chosen = chosen | {conditions[n][0] for n in chosen if n in conditions}
+            return chosen
+
+        ranked = [n for n in self._ranking(names, surrogate, default) if n not in active]
+        active = with_parents(active | set(ranked[:joining]))
+        for name in ranked[joining:]:  # widen further while the active parameters have nothing left to measure
+            if name not in active and self._exhausted(trials, distributions, active):
+                active = with_parents(active | {name})
 
         held = surrogate.incumbent if surrogate is not None else {}
         for t in complete:  # best measured first
@@ -252,28 +266,30 @@ class ImpactFirstSampler(BaseSampler):
         ranked = consensus(views)
         return ranked + sorted(set(names) - set(ranked))
 
-    def _stalled(self, complete: list[FrozenTrial], active: set[str]) -> bool:
-        """Whether the last ``patience`` completed trials with this active set brought no new best."""
+    def _stalled(self, complete: list[FrozenTrial], active: set[str], sign: float) -> bool:
+        """Whether the last ``patience`` completed trials with this active set brought no new best
+        (sign: +1 maximising, -1 minimising)."""
         mine = sorted((t for t in complete if t.user_attrs.get(PHASE_ATTR) == IMPACT_FIRST
                        and set(t.user_attrs.get(ACTIVE_ATTR, ())) == active), key=lambda t: t.number)
         if len(mine) < self._patience:
             return False
-        best = max((t.value for t in complete if t.number < mine[0].number), default=-math.inf)
+        best = max((sign * t.value for t in complete if t.number < mine[0].number), default=-math.inf)
         since = 0
         for t in mine:
-            since = 0 if t.value > best else since + 1
-            best = max(best, t.value)
+            since = 0 if sign * t.value > best else since + 1
+            best = max(best, sign * t.value)
         return since >= self._patience
 
-
-def _usable(trial: FrozenTrial) -> bool:
-    """A COMPLETE trial whose bandwidth is positive and finite."""
-    return (trial.state == TrialState.COMPLETE and trial.value is not None
-            and math.isfinite(trial.value) and trial.value > 0)
+    @staticmethod
+    def _exhausted(trials: list[FrozenTrial], distributions: Mapping[str, BaseDistribution], active: set[str]) -> bool:
+        """Whether every configuration of the active parameters has been measured, is being measured
+        or failed (in some trial, whatever the held values): the base sampler could only repeat one."""
+        data = TrialData.from_trials(trials, {n: d for n, d in distributions.items() if n in active})
+        taken = {tuple(r) for part in (data.rows, data.pending, data.failed) for r in part.tolist()}
+        return len(taken) >= data.encoding.size()
 
 
 def _names(study: Study) -> list[str]:
-    """Every categorical parameter any trial of the study has, in name order."""
-    return sorted({n for t in study.get_trials(deepcopy=False) for n, d in t.distributions.items()
-                   if isinstance(d, CategoricalDistribution)})
+    """Every parameter of the study (with one distribution), in name order."""
+    return list(common_distributions(study.get_trials(deepcopy=False)))
 

@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from iobo._gp.encoding import INACTIVE, Encoding, infer_conditions, ordinal_positions
+from iobo._gp.encoding import ANY, INACTIVE, Encoding, infer_conditions, ordinal_positions
+from iobo.errors import SpaceError
 from iobo.space import io_stack_space
 
 MiB = 2**20
@@ -90,7 +91,7 @@ def test_infer_conditions_finds_the_activating_value():
         {"layout": "chunked", "chunk_size": 1, "mode": "b"},
         {"layout": "chunked", "chunk_size": 4, "mode": "a"},
     ]
-    assert infer_conditions(["chunk_size", "layout", "mode"], configs) == {"chunk_size": ("layout", "chunked")}
+    assert infer_conditions(["chunk_size", "layout", "mode"], configs) == {"chunk_size": ("layout", ("chunked",))}
 
 
 def test_size_of_the_full_io_stack_space_matches_space_size():
@@ -139,3 +140,90 @@ def test_ratios_of_absent_or_nominal_parameters_are_left_out():
                                ("romio_cb_write", "striping_unit"), ("cb_buffer_size", "striping_unit")])
     assert enc.ratio_names == ("cb_buffer_size/striping_unit",)
     assert len(enc.distance_tables()) == 4
+
+
+def test_numbers_from_a_range_sit_at_their_place_in_it():
+    enc = Encoding({"x": (0, 1, 5, 10), "lr": (1e-4, 1e-3, 1e-1)}, scales={"x": (0, 10, False), "lr": (1e-4, 1e-1, True)})
+    assert enc.params[0].positions == pytest.approx((0, 0.1, 0.5, 1))
+    assert enc.params[1].positions == pytest.approx((0, 1 / 3, 1))
+    # without a scale, positive numbers would be placed by log2
+    assert Encoding({"x": (1, 2, 4)}, scales={"x": (1, 4, False)}).params[0].positions == pytest.approx((0, 1 / 3, 1))
+
+
+def _nested() -> Encoding:
+    """kind a -> d in (u, v, w); d in (u, v) -> y in 0..3; kind b -> z in 0..4."""
+    return Encoding(
+        {"kind": ("a", "b", "c"), "d": ("u", "v", "w"), "y": (0, 1, 2, 3), "z": tuple(range(5))},
+        {"d": ("kind", "a"), "y": ("d", ("u", "v")), "z": ("kind", ("b",))},
+    )
+
+
+def test_nested_and_multi_valued_conditions_count_and_enumerate_each_configuration_once():
+    enc = _nested()
+    # a: u or v with 4 y each + w = 9; b: 5 z; c: 1
+    assert enc.size() == 9 + 5 + 1
+    rows = enc.enumerate()
+    assert len({tuple(r) for r in rows.tolist()}) == len(rows) == enc.size()
+    configs = [enc.to_config(r) for r in rows]
+    assert all(("y" in c) == (c.get("d") in ("u", "v")) for c in configs)
+    assert all(("z" in c) == (c["kind"] == "b") for c in configs)
+
+
+def test_an_inactive_parent_deactivates_its_children():
+    enc = _nested()
+    row = enc.to_row({"kind": "b", "d": "u", "y": 2, "z": 1})
+    assert enc.to_config(row) == {"kind": "b", "z": 1}
+    rows = enc.random(300, np.random.default_rng(0))
+    assert {tuple(sorted(enc.to_config(r))) for r in rows} == {("d", "kind", "y"), ("d", "kind"), ("kind", "z"), ("kind",)}
+
+
+def test_neighbours_grow_nested_children():
+    enc = _nested()
+    row = enc.to_row({"kind": "c"})
+    configs = [enc.to_config(r) for r in enc.neighbours(row[None, :])[0]]
+    # kind a brings d, and y where d is u or v: 9 configurations; kind b brings z: 5
+    assert len(configs) == len({tuple(sorted(c.items())) for c in configs}) == 9 + 5
+
+
+def test_conditions_must_form_a_forest():
+    with pytest.raises(SpaceError, match="form a cycle"):
+        Encoding({"a": (0, 1), "b": (0, 1)}, {"a": ("b", 1), "b": ("a", 1)})
+    with pytest.raises(SpaceError, match="must be another parameter"):
+        Encoding({"a": (0, 1)}, {"a": ("missing", 1)})
+
+
+def test_wide_ordinal_parameters_move_by_powers_of_two_steps():
+    enc = Encoding({"x": tuple(range(100)), "mode": ("a", "b")}, scales={"x": (0, 99, False)})
+    near, _ = enc.neighbours(enc.to_row({"x": 40, "mode": "a"})[None, :])
+    moves = sorted(enc.to_config(r)["x"] for r in near if enc.to_config(r)["mode"] == "a")
+    assert moves == [40 + s for s in (-32, -16, -8, -4, -2, -1, 1, 2, 4, 8, 16, 32)]
+    assert sum(enc.to_config(r)["mode"] == "b" for r in near) == 1
+
+
+def test_infer_conditions_finds_nested_parents_and_sets_of_values():
+    configs = [
+        {"kind": "a", "d": "u", "y": 1},
+        {"kind": "a", "d": "v", "y": 2},
+        {"kind": "a", "d": "w"},
+        {"kind": "b", "z": 3},
+        {"kind": "c"},
+        {"kind": "b", "z": 0},
+    ]
+    assert infer_conditions(["d", "kind", "y", "z"], configs) == {
+        "d": ("kind", ("a",)),
+        "y": ("d", ("u", "v")),
+        "z": ("kind", ("b",)),
+    }
+    # a numeric parent: y exists where x > 5 (the values seen so far)
+    numeric = [{"x": 7, "y": 0}, {"x": 2}, {"x": 9, "y": 1}, {"x": 4}]
+    assert infer_conditions(["x", "y"], numeric) == {"y": ("x", (7, 9))}
+    # presence no single parent explains: unconditional
+    assert infer_conditions(["a", "y"], [{"a": 1, "y": 0}, {"a": 1}, {"a": 2}]) == {}
+
+
+def test_any_is_inactive_for_the_gp_and_absent_from_the_configuration():
+    enc = Encoding({"x": (0, 1, 2), "mode": ("a", "b")}, scales={"x": (0, 2, False)})
+    row = np.array([1, ANY])
+    assert enc.to_config(row) == {"x": 1}
+    assert enc.slots(row[None, :]).tolist() == enc.slots(np.array([[1, INACTIVE]])).tolist()
+    assert np.array_equal(enc.encode(row[None, :]), enc.encode(np.array([[1, INACTIVE]])))

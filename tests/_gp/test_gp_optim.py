@@ -3,8 +3,8 @@
 import numpy as np
 
 from iobo._gp.design import latin_index
-from iobo._gp.encoding import Encoding
-from iobo._gp.optim import maximize
+from iobo._gp.encoding import ANY, Encoding
+from iobo._gp.optim import Excluded, maximize
 
 
 def _separable(enc: Encoding, target: list[int]):
@@ -45,3 +45,13 @@ def test_latin_hypercube_uses_every_stratum_once_per_block():
     second = [latin_index(42, "stripes", choices, j, n) for j in range(n, 2 * n)]
     assert sorted(first) == list(range(6)) and sorted(second) == list(range(6))
     assert first != [latin_index(42, "aggregators", choices, j, n) for j in range(n)]
+
+
+def test_any_entries_exclude_every_value_of_their_parameter():
+    excluded = Excluded([(1, ANY, 0), (2, 3, 1)])
+    assert (1, 0, 0) in excluded and (1, 3, 0) in excluded and (2, 3, 1) in excluded
+    assert (1, 0, 1) not in excluded and (2, 2, 1) not in excluded
+    enc = Encoding({"a": (0, 1, 2), "b": (0, 1, 2, 3), "c": (0, 1)})
+    score = _separable(enc, [1, 2, 0])  # best: (1, 2, 0), covered by (1, ANY, 0)
+    row = maximize(score, enc, np.random.default_rng(0), exclude=excluded)
+    assert row.tolist() in ([0, 2, 0], [2, 2, 0], [1, 1, 1], [1, 3, 1], [1, 2, 1])

@@ -4,7 +4,9 @@ import math
 import re
 import subprocess
 import sys
+import warnings
 
+import numpy as np
 import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution
@@ -13,6 +15,7 @@ from optuna.trial import TrialState, create_trial
 from iobo.errors import ConfigError
 from iobo.samplers import GPSampler
 from iobo.space import Workload, io_stack_space
+from iobo.surrogate import TrialData, configuration_key
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -140,7 +143,9 @@ def test_failed_and_pruned_trials_do_not_poison_the_model():
     noisy.add_trial(create_trial(params=bad | {"buffer": 2}, distributions=dists, state=TrialState.PRUNED))
     noisy.add_trial(create_trial(params=bad | {"buffer": 4}, distributions=dists, value=0.0))  # no bandwidth
     noisy.add_trial(create_trial(params={"stripes": 4}, distributions={"stripes": dists["stripes"]}, state=TrialState.FAIL))
-    assert GPSampler(seed=0).incumbent(noisy) == GPSampler(seed=0).incumbent(clean)
+    # a bandwidth is modelled as log(MB/s): 0 MB/s counts as a failed run
+    assert GPSampler(seed=0, log_values=True).incumbent(noisy) == GPSampler(seed=0).incumbent(clean)
+    noisy.sampler = GPSampler(seed=0, n_startup_trials=4, log_values=True)
     trial = noisy.ask()
     proposed = suggest(trial)
     assert proposed not in (bad, bad | {"buffer": 2}, bad | {"buffer": 4})
@@ -174,7 +179,11 @@ def test_the_search_space_follows_trials_added_after_it_was_read():
     assert "layout" in sampler.infer_relative_search_space(study, running)
     study.add_trial(create_trial(params={"buffer": 3}, distributions={"buffer": CategoricalDistribution((1, 3))},
                                  value=1.0))
-    assert "buffer" not in sampler.infer_relative_search_space(study, running)  # two different distributions
+    with pytest.warns(UserWarning, match="'buffer' was suggested with two .* left out of the GP and drawn at random"):
+        assert "buffer" not in sampler.infer_relative_search_space(study, running)  # two different distributions
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once only
+        assert "buffer" not in sampler.infer_relative_search_space(study, running)
 
 
 def test_ratio_inputs_are_used_where_both_parameters_are_tuned():
@@ -184,11 +193,9 @@ def test_ratio_inputs_are_used_where_both_parameters_are_tuned():
         trial = study.ask()
         config = {p.name: trial.suggest_categorical(p.name, p.values) for p in space}
         study.tell(trial, 100.0 * (2.0 if config["cb_buffer_size"] == (config["striping_unit"] or 2**20) else 1.0))
-    sampler = study.sampler
-    encoding, _ = sampler._data(study, sampler.infer_relative_search_space(study, study.trials[-1]))
-    assert encoding.ratio_names == ("cb_buffer_size/striping_unit",)
-    encoding, _ = GPSampler(seed=0, ratios=())._data(study, sampler.infer_relative_search_space(study, study.trials[-1]))
-    assert encoding.ratio_names == ()
+    space = study.sampler.infer_relative_search_space(study, study.trials[-1])
+    assert TrialData.from_trials(study.trials, space).encoding.ratio_names == ("cb_buffer_size/striping_unit",)
+    assert TrialData.from_trials(study.trials, space, ratios=()).encoding.ratio_names == ()
 
 
 def test_incumbent_prefers_the_consistent_configuration_over_one_lucky_run():
@@ -249,3 +256,39 @@ def test_incumbent_of_an_empty_study_says_what_is_missing():
 def test_importing_the_samplers_does_not_load_torch():
     code = "import sys, iobo, iobo.samplers; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_every_distribution_is_in_the_relative_search_space_and_proposed_by_the_gp():
+    def objective(t):
+        x, lr = t.suggest_int("x", 0, 9), t.suggest_float("lr", 1e-4, 1.0, log=True)
+        f, k = t.suggest_float("f", 0.0, 1.0, step=0.1), t.suggest_int("k", 2, 64, step=2)
+        return -((x - 3) ** 2) - (math.log10(lr) + 2) ** 2 - (f - 0.7) ** 2 - ((k - 32) / 16) ** 2
+
+    sampler = GPSampler(seed=0, n_startup_trials=4)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    study.optimize(objective, n_trials=6)
+    trial = study.ask()
+    space = sampler.infer_relative_search_space(study, study._storage.get_trial(trial._trial_id))
+    assert sorted(space) == ["f", "k", "lr", "x"]
+    proposed = sampler.sample_relative(study, study._storage.get_trial(trial._trial_id), space)
+    assert sorted(proposed) == ["f", "k", "lr", "x"]
+    assert type(proposed["x"]) is int and type(proposed["k"]) is int and proposed["k"] % 2 == 0
+    assert type(proposed["lr"]) is float and 1e-4 <= proposed["lr"] <= 1.0
+    assert round(proposed["f"] * 10) == pytest.approx(proposed["f"] * 10)
+    assert len({configuration_key(t.params) for t in study.trials if t.params}) == 6
+
+
+def test_issue17_the_incumbent_of_noisy_integers_is_their_optimum():
+    rng = np.random.default_rng(0)
+
+    def f(t):
+        x, y, z = t.suggest_int("x", 0, 9), t.suggest_int("y", 0, 8), t.suggest_int("z", 0, 4)
+        return float(100 - 3 * (x - 7) ** 2 - 2 * (y - 6) ** 2 - 4 * (z - 4) ** 2) * float(np.exp(0.15 * rng.standard_normal()))
+
+    sampler = GPSampler(seed=0)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    study.optimize(f, n_trials=60)
+    assert len({tuple(t.params.values()) for t in study.trials}) >= 40
+    params, value = sampler.incumbent(study)
+    assert params == {"x": 7, "y": 6, "z": 4}
+    assert 85 < value < 115

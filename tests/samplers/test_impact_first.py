@@ -110,13 +110,22 @@ def test_widens_after_patience_trials_without_a_new_best():
     def never_beats_the_default(c) -> float:
         return 2000.0 if c == DEFAULT else two_that_matter(c)
 
-    study = run(ImpactFirstSampler(seed=3, screening_trials=5, initial_active=2, patience=3), 14,
+    study = run(ImpactFirstSampler(seed=3, screening_trials=5, initial_active=3, patience=3), 14,
                 objective=never_beats_the_default)
     sizes = [len(t.user_attrs[ACTIVE_ATTR]) for t in impact_first_trials(study)]
     assert len(sizes) == 9
-    assert sizes[:3] == [2, 2, 2]
-    assert sizes[3] > 2 and sizes[3:6] == [sizes[3]] * 3
+    assert sizes[:3] == [3, 3, 3]
+    assert sizes[3] > 3 and sizes[3:6] == [sizes[3]] * 3
     assert sizes[6] > sizes[3] and sizes[6:] == [sizes[6]] * 3
+
+
+def test_widens_when_every_configuration_of_the_active_parameters_was_measured():
+    study = run(ImpactFirstSampler(seed=3, screening_trials=5, initial_active=1, patience=50), 10)
+    staged = impact_first_trials(study)
+    keys = [tuple(sorted(t.params.items())) for t in study.trials]
+    assert len(set(keys)) == len(keys)  # never a repeat
+    # the top-ranked parameter (cb_write) had all 3 values screened already: the first stage took one more
+    assert "cb_write" in staged[0].user_attrs[ACTIVE_ATTR] and len(staged[0].user_attrs[ACTIVE_ATTR]) == 2
 
 
 def test_a_conditional_parameter_joins_with_its_parent():
@@ -196,7 +205,7 @@ def test_invalid_arguments_say_what_is_allowed(kwargs, words):
         assert word in str(error.value)
 
 
-def test_a_minimised_study_is_refused():
-    study = optuna.create_study(direction="minimize", sampler=ImpactFirstSampler(seed=0, prior_ranking=["buffer"]))
-    with pytest.raises(ConfigError, match="maximises one objective"):
+def test_a_multi_objective_study_is_refused():
+    study = optuna.create_study(directions=["maximize", "minimize"], sampler=ImpactFirstSampler(seed=0, prior_ranking=["buffer"]))
+    with pytest.raises(ConfigError, match="one objective"):
         suggest(study.ask())
