@@ -69,7 +69,8 @@ class Importance:
     view: ``gp-ablation`` or ``gp-sensitivity``; share: parameter -> share of
     the importance (sums to 1, most important first) from the GP fitted to
     every tuning trial; low / high: 10th and 90th percentiles of the share
-    over ``resamples`` refits on random 80% subsets of the trials;
+    over ``resamples`` refits on random 80% subsets of the trials (the GP's
+    hyperparameters kept, conditioned on each subset);
     secondary: PED-ANOVA's shares (None with fewer than
     ``MIN_IMPORTANCE_TRIALS`` trials), shown as a second opinion; left_out:
     knobs the environment reported as never applied (not ranked).
@@ -113,7 +114,7 @@ def robust_importance(study, resamples: int = RESAMPLES, seed: int = 0, surrogat
     ``MIN_GP_TRIALS`` distinct configurations. surrogate: the study's GP if already fitted."""
     import numpy as np
 
-    from iobo.surrogate import Surrogate
+    from iobo.surrogate import Surrogate, TrialData, common_distributions
 
     surrogate = surrogate or fit_surrogate(study)
     if surrogate is None:
@@ -127,11 +128,14 @@ def robust_importance(study, resamples: int = RESAMPLES, seed: int = 0, surrogat
             return None
         view, share = found
         rng = np.random.default_rng(seed)
+        distributions = common_distributions(tuning)
         draws = []
         for _ in range(resamples):
             subset = [tuning[i] for i in sorted(rng.choice(len(tuning), max(2, int(0.8 * len(tuning))), replace=False))]
             try:
-                refit = Surrogate.from_trials(subset, warm=surrogate.fit.posterior.theta)
+                # the same hyperparameters, conditioned on the subset: the spread the data leave
+                refit = Surrogate.from_data(TrialData.from_trials(subset, distributions),
+                                            warm=surrogate.fit.posterior.theta, optimise=False)
             except ConfigError:
                 continue
             again = _gp_view(refit, default, left_out) if view == "gp-ablation" else \
