@@ -18,14 +18,15 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iobo import _compat, kernels, trials
-from iobo.errors import ConfigError, KernelError, KernelPruned
+from iobo import _compat, kernels, launch, trials
+from iobo.errors import ConfigError, Interrupted, KernelError, KernelPruned
 from iobo.config import IOConfig
 from iobo.launch import KernelJob, MPILauncher, MpiexecLauncher
 from iobo.runners import Runner
@@ -132,7 +133,7 @@ class Tuner:
         # the default must itself be valid for this workload (e.g. chunk vs dataset)
         IOConfig.from_values(self.space.default(), self.space, self.workload)
         self.launcher.check(self.ranks)
-        Path(self.workdir).mkdir(parents=True, exist_ok=True)
+        launch.prepare_workdir(self.workdir)
 
     # -- public API ------------------------------------------------------------
     def run(self):
@@ -177,49 +178,81 @@ class Tuner:
                                  made_for, self.space.names)
 
     # -- the loop --------------------------------------------------------------
-    def _loop(self, study, asks: int, stop_rule=None) -> None:
+    def _runner(self) -> Runner:
         from iobo.runners.parsl import ParslRunner
 
+        return self.runner or ParslRunner(self.parsl_config, self.max_in_flight, str(Path(self.workdir) / "runinfo"))
+
+    def _loop(self, study, asks: int, stop_rule=None) -> None:
         running: dict[Future, Any] = {}
         self._asked: int | None = None  # number of the trial being started, for the interrupt handler
         self._notify("loop_started", study, asks)
-        with _sigterm_as_interrupt(), ParslRunner(
-            self.parsl_config, self.max_in_flight, str(Path(self.workdir) / "runinfo")
-        ) as runner:
-            try:
-                while asks > 0 or running:
-                    while asks > 0 and len(running) < self.max_in_flight:
-                        asks -= 1
-                        trial, job = self._start(study)
-                        running[runner.submit(job)] = trial
-                    done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-                    for future in done:
-                        trial = running.pop(future)
-                        self._finish(study, trial, future)
-                        self._notify("trial_finished", study, study.get_trials(deepcopy=False)[trial.number],
-                                     len(running))
-                    if asks > 0 and stop_rule is not None and self._should_stop(study, stop_rule):
-                        asks = 0
-            except KeyboardInterrupt:
-                # Parsl futures cannot be cancelled; the executor's shutdown stops the
-                # workers, and each MPI job dies with its worker (launch._die_with_parent).
-                # The interrupt may land anywhere, also between ask() and submit or
-                # between a result and its tell: fail every RUNNING trial this process asked.
-                mine = [t for t in study.get_trials(deepcopy=False, states=(state("RUNNING"),))
-                        if t.user_attrs.get("owner") == trials.owner() or t.number == self._asked]
-                for trial in mine:
-                    trials.tell_failed(study, trial, "interrupted: the tuner was stopped while this trial ran")
-                    self._notify("trial_finished", study, study.get_trials(deepcopy=False)[trial.number], 0)
-                self._say(f"interrupted: {len(mine)} running trial(s) marked FAIL; finished trials kept")
-                raise
-            finally:
-                self._notify("loop_finished", study)
+        cut_short: list = []  # trials this process failed because the loop ended early
+        try:
+            with _sigterm_as_interrupt(), self._runner() as runner:
+                try:
+                    while asks > 0 or running:
+                        while asks > 0 and len(running) < self.max_in_flight:
+                            asks -= 1
+                            trial, job = self._start(study)
+                            running[runner.submit(job)] = trial
+                        done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                        for future in done:
+                            trial = running.pop(future)
+                            self._finish(study, trial, future)
+                            self._notify("trial_finished", study, study.get_trials(deepcopy=False)[trial.number],
+                                         len(running))
+                        if asks > 0 and stop_rule is not None and self._should_stop(study, stop_rule):
+                            asks = 0
+                except BaseException as exc:
+                    cut_short = self._fail_mine(study, exc)
+                    raise
+                finally:
+                    self._notify("loop_finished", study)
+        finally:
+            for trial in cut_short:  # the runner has stopped their jobs by now: their files can go
+                self._remove_run_dirs(trial)
+
+    def _fail_mine(self, study, exc: BaseException) -> list:
+        """Tell FAIL every RUNNING trial this process asked; returns them.
+
+        Parsl futures cannot be cancelled; the executor's shutdown stops the
+        workers, and each MPI job dies with its worker (launch._die_with_parent).
+        The interrupt (or error) may land anywhere, also between ask() and
+        submit or between a result and its tell: the storage says which
+        trials are still RUNNING.
+        """
+        if isinstance(exc, KeyboardInterrupt):
+            reason, what = "interrupted: the tuner was stopped while this trial ran", "interrupted"
+        else:
+            reason = f"the tuner stopped on an error while this trial ran: {type(exc).__name__}: {exc}"[:2000]
+            what = f"stopped by {type(exc).__name__}"
+        try:
+            mine = [t for t in study.get_trials(deepcopy=False, states=(state("RUNNING"),))
+                    if t.user_attrs.get("owner") == trials.owner() or t.number == self._asked]
+            for trial in mine:
+                trials.tell_failed(study, trial, reason)
+                self._notify("trial_finished", study, study.get_trials(deepcopy=False)[trial.number], 0)
+        except Exception as failed:  # the storage itself may be what failed: keep the first error
+            self._say(f"{what}: could not mark the running trials FAIL ({type(failed).__name__}: {failed}); "
+                      f"the next run on this study marks them stale")
+            return []
+        self._say(f"{what}: {len(mine)} running trial(s) marked FAIL; finished trials kept")
+        return mine
+
+    def _remove_run_dirs(self, trial) -> None:
+        """Remove what a trial that did not finish left in its workdir (its run directory)."""
+        attrs = trial.user_attrs
+        if "run_tag" in attrs and "workdir" in attrs:
+            launch.remove_run_dirs(attrs["workdir"], attrs["run_tag"])
 
     def _should_stop(self, study, stop_rule) -> bool:
         from iobo.stopping import study_progress
 
         progress = study_progress(study, with_gain=stop_rule.needs_gain)
-        if progress is None or not stop_rule.should_stop(progress):
+        if progress is None or (stop_rule.needs_gain and progress.expected_gain_mb_per_s is None):
+            return False  # too few completed trials to judge yet (e.g. most failed): go on
+        if not stop_rule.should_stop(progress):
             return False
         self._say(f"stop rule {type(stop_rule).__name__}: stopping after {progress.trials} tuning trial(s), "
                   f"{progress.minutes[-1]:.1f} min, RoTI {progress.roti:,.1f} MB/s per minute")
@@ -240,13 +273,16 @@ class Tuner:
             trial = study.ask()
             self._asked = trial.number  # known to the interrupt handler before the owner attr is written
         values = trials.record_suggestion(trial, self.space, self.workload)
+        tag = f"{trial.number}-{uuid.uuid4().hex[:6]}"  # names its run directory: removed if the trial is cut short
+        trial.set_user_attr("workdir", str(Path(self.workdir).resolve()))
+        trial.set_user_attr("run_tag", tag)
         # every trial reports its steps (the pruner's median needs the default runs'); only search trials are pruned
         reporter = StepReporter(self.storage, self.study, _compat.trial_id(trial), self.pruner,
                                 prune=trial.user_attrs["role"] == ROLE_SEARCH) if self.pruner else None
         job = KernelJob(
             kernel=kernels.get(self.kernel), values=values, ranks=self.ranks, workdir=self.workdir,
             options=self.kernel_options, launcher=self.launcher, timeout_s=self.timeout_s,
-            tag=f"{trial.number}", on_step=reporter,
+            tag=tag, on_step=reporter,
         )
         return trial, job
 
@@ -292,6 +328,7 @@ class Tuner:
             if owner_host != host or not pid.isdigit() or _alive(int(pid)):
                 continue
             trials.tell_failed(study, trial, f"stale: its tuner ({owner}) died while it ran")
+            self._remove_run_dirs(trial)
             self._say(f"trial {trial.number} was left RUNNING by a dead tuner ({owner}): marked FAIL")
 
     def enqueue_defaults(self, study) -> None:
@@ -344,12 +381,12 @@ class _interrupts_deferred:
             signal.signal(signum, handler)
         self._previous = {}
         if self._caught:
-            self._caught = []
-            raise KeyboardInterrupt
+            signum, self._caught = self._caught[0], []
+            raise Interrupted(signum)
 
 
 class _sigterm_as_interrupt:
-    """Within the block, SIGTERM raises KeyboardInterrupt (so the study is left consistent)."""
+    """Within the block, SIGTERM raises :class:`Interrupted` (a KeyboardInterrupt: the study is left consistent)."""
 
     def __enter__(self):
         self._previous = signal.getsignal(signal.SIGTERM)
@@ -361,7 +398,7 @@ class _sigterm_as_interrupt:
 
     @staticmethod
     def _raise(signum, frame):
-        raise KeyboardInterrupt
+        raise Interrupted(signum)
 
     def __exit__(self, *exc):
         if self._previous is not None:

@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -35,3 +36,16 @@ def hanging_kernel(monkeypatch):
                       options=dict(vpic.SPEC.options), check_options=vpic.check_options)
     with kernels.registered(spec):
         yield spec
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 1 MiB tmpfs mounted for the test (a file system that fills up: ENOSPC), unmounted after."""
+    mount_point = tmp_path / "small-tmpfs"
+    mount_point.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    yield mount_point
+    subprocess.run(["umount", "-l", str(mount_point)], check=False)

@@ -16,6 +16,7 @@ from iobo.kernels import KernelSpec, vpic
 from iobo.trials import ROLE_DEFAULT
 from iobo.tuner import Tuner
 
+from support.launchers import write_launcher
 from support.sizes import SMALL_VPIC
 
 SUPPORT = Path(__file__).parent / "support"
@@ -175,3 +176,47 @@ def test_ctrl_c_inside_ask_leaves_no_running_trial(storage, scratch):
     assert len(trials) == 4
     assert TrialState.RUNNING not in [t.state for t in trials]
     assert trials[3].state == TrialState.FAIL and "interrupted" in trials[3].user_attrs["fail_reason"]
+
+
+def test_a_stop_rule_waits_while_too_few_trials_completed(storage, scratch, tmp_path, capsys):
+    """Only the first launch succeeds: the GP cannot be fitted, so the rule cannot judge; tuning goes on
+    to --trials and no trial is left RUNNING (it used to abort with a ConfigError, one trial in flight)."""
+    from iobo.cli import main
+
+    flaky = write_launcher(tmp_path / "flaky", "flaky")
+    code = main(["tune", "vpic", "--storage", storage, "--study", "g", "--workdir", str(scratch), "--trials", "12",
+                 "--stop-rule", "expected-gain", "--in-flight", "2", "--mpiexec", flaky, "--runner", "local",
+                 "--sampler", "tpe", "--option", f"particles={SMALL_VPIC['particles']}",
+                 "--option", f"steps={SMALL_VPIC['steps']}"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    trials = optuna.load_study(study_name="g", storage=storage).get_trials()
+    assert len(trials) == 12
+    assert [t.state for t in trials].count(TrialState.COMPLETE) == 1
+    assert [t.state for t in trials].count(TrialState.FAIL) == 11
+    assert all("exited with code 1" in t.user_attrs["fail_reason"] for t in trials if t.state == TrialState.FAIL)
+
+
+def _wait_for_run_dir(workdir: Path, timeout_s=120) -> Path:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = list(workdir.glob("trial-*"))
+        if found:
+            return found[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no trial started in {workdir} within {timeout_s} s")
+
+
+def test_sigterm_exits_143_and_removes_the_interrupted_trials_files(storage, scratch, tmp_path):
+    slow = write_launcher(tmp_path / "slow", "slow", seconds=60)
+    proc = subprocess.Popen([*_tune_cli(storage, scratch, 6), "--mpiexec", slow], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    run_dir = _wait_for_run_dir(scratch)
+    assert (run_dir / "config.json").exists()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    trials = optuna.load_study(study_name="r", storage=storage).get_trials()
+    assert [t.state for t in trials if t.state != TrialState.WAITING] == [TrialState.FAIL]
+    assert "interrupted" in trials[0].user_attrs["fail_reason"]
+    assert not list(scratch.glob("trial-*"))

@@ -21,6 +21,17 @@ def kernel_option(text: str) -> tuple[str, object]:
     return name.replace("-", "_"), value
 
 
+def non_negative_int(text: str) -> int:
+    """An argument that counts something (0 allowed): rejected while parsing, before anything runs."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
 def add_storage_args(parser) -> None:
     parser.add_argument("--storage", default=DEFAULT_STORAGE, help="Optuna storage URL (default: %(default)s)")
     parser.add_argument("--study", help="study name (default: the only study in the storage)")
@@ -65,7 +76,7 @@ def load_study(storage: str, name: str | None):
     from iobo.storage import open_storage
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    url, storage = storage, open_storage(storage)
+    url, storage = storage, open_storage(storage, must_exist=True)
     names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
     if name is None:
         if len(names) != 1:

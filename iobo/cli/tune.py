@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+
+from iobo import trials
 from iobo.cli import common
 
 
@@ -30,7 +33,7 @@ def add_parser(sub) -> None:
                    help="end the study before --trials: when the GP's expected gain per minute falls to the "
                         "RoTI so far (marginal-roti), when the next trial is expected to add < 2%% "
                         "(expected-gain), or after no 5%% gain in 5 trials (no-gain)")
-    p.add_argument("--confirm", type=int, default=0, metavar="N",
+    p.add_argument("--confirm", type=common.non_negative_int, default=0, metavar="N",
                    help="afterwards, re-measure default and best N times each, interleaved")
 
 
@@ -53,6 +56,12 @@ def run(args) -> int:
     tuner.sampler = make_sampler(args.sampler, args.seed, storage=tuner.storage, kernel=tuner.kernel,
                                  study=tuner.study)
     study = tuner.run()
+    if not trials.tuning_trials(study):
+        failed = [t for t in study.get_trials(deepcopy=False) if t.state == trials.state("FAIL")]
+        reason = failed[-1].user_attrs.get("fail_reason", "no reason recorded") if failed else "none ran"
+        print(f"iobo: every trial failed ({len(failed)} FAIL), nothing measured; last reason: "
+              f"{reason.splitlines()[0] if reason else ''}", file=sys.stderr)
+        return 1
     if args.confirm:
         tuner.confirm(args.confirm)
     print()
