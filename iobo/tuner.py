@@ -34,6 +34,9 @@ from iobo.space import Space
 from iobo.storage import DEFAULT_STORAGE
 from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_SEARCH, state
 
+UNOWNED_AFTER_S = 120.0
+"""A RUNNING trial with no owner attr this old (seconds) was left by a tuner that died right after asking it."""
+
 STUDY_KEYS = ("kernel", "ranks", "kernel_options")
 """Study attrs naming what a study tunes; a resumed study must match them."""
 
@@ -143,7 +146,7 @@ class Tuner:
         self.enqueue_defaults(study)
         finished = trials.count_finished(study)
         self._say(f"study {self.study!r} in {self.storage}: {finished} finished trial(s), target {self.trials}")
-        self._loop(study, asks=max(0, self.trials - finished), stop_rule=self.stop_rule)
+        self._loop(study, target=self.trials, stop_rule=self.stop_rule)
         return study
 
     def confirm(self, repeats: int = 5):
@@ -183,27 +186,42 @@ class Tuner:
 
         return self.runner or ParslRunner(self.parsl_config, self.max_in_flight, str(Path(self.workdir) / "runinfo"))
 
-    def _loop(self, study, asks: int, stop_rule=None) -> None:
+    def _loop(self, study, asks: int | None = None, target: int | None = None, stop_rule=None) -> None:
+        """Run trials until ``asks`` were asked here, or until the study's tuning trials reach ``target``.
+
+        With ``target``, the study is re-counted before each ask (and the
+        trial asked checked against it), so that several tuners sharing the
+        study stop at exactly ``target`` between them (:meth:`_start`).
+        """
         running: dict[Future, Any] = {}
         self._asked: int | None = None  # number of the trial being started, for the interrupt handler
-        self._notify("loop_started", study, asks)
+        asking = True
+        self._notify("loop_started", study, asks if target is None else max(0, target - trials.count_asked(study)))
         cut_short: list = []  # trials this process failed because the loop ended early
         try:
             with _sigterm_as_interrupt(), self._runner() as runner:
                 try:
-                    while asks > 0 or running:
-                        while asks > 0 and len(running) < self.max_in_flight:
-                            asks -= 1
-                            trial, job = self._start(study)
+                    while asking or running:
+                        while asking and len(running) < self.max_in_flight:
+                            if asks is not None:
+                                asks -= 1
+                                asking = asks > 0
+                            started = self._start(study, target)
+                            if started is None:
+                                asking = False
+                                break
+                            trial, job = started
                             running[runner.submit(job)] = trial
+                        if not running:
+                            break
                         done, _ = wait(list(running), return_when=FIRST_COMPLETED)
                         for future in done:
                             trial = running.pop(future)
                             self._finish(study, trial, future)
                             self._notify("trial_finished", study, study.get_trials(deepcopy=False)[trial.number],
                                          len(running))
-                        if asks > 0 and stop_rule is not None and self._should_stop(study, stop_rule):
-                            asks = 0
+                        if asking and stop_rule is not None and self._should_stop(study, stop_rule):
+                            asking = False
                 except BaseException as exc:
                     cut_short = self._fail_mine(study, exc)
                     raise
@@ -266,12 +284,26 @@ class Tuner:
             except Exception as exc:
                 self._say(f"warning: {type(callback).__name__}.{hook} failed: {type(exc).__name__}: {exc}")
 
-    def _start(self, study):
+    def _start(self, study, target: int | None = None):
+        """Ask the next trial and build its job; None when the study already holds ``target`` tuning trials.
+
+        Other tuners may share the study: it is counted before the ask, and
+        a trial whose number comes after the target's last one (another
+        tuner asked in between) is told FAIL as surplus, unrun.
+        """
         from iobo.pruning import StepReporter
 
+        if target is not None:
+            self._fail_stale(study)  # a dead tuner's RUNNING trials count (as they will once told FAIL)
+            if trials.count_asked(study) >= target:
+                return None
         with _interrupts_deferred():  # ask() stores the RUNNING trial before it returns (SQLite may wait on its lock)
             trial = study.ask()
             self._asked = trial.number  # known to the interrupt handler before the owner attr is written
+        if target is not None and trials.is_tuning(trial) and trials.count_asked(study, before=trial.number) >= target:
+            trials.tell_surplus(study, trial, target)
+            self._say(f"trial {trial.number} not run: other tuners on this study already asked its {target} trials")
+            return None
         values = trials.record_suggestion(trial, self.space, self.workload)
         tag = f"{trial.number}-{uuid.uuid4().hex[:6]}"  # names its run directory: removed if the trial is cut short
         trial.set_user_attr("workdir", str(Path(self.workdir).resolve()))
@@ -320,16 +352,29 @@ class Tuner:
 
     # -- resume ----------------------------------------------------------------
     def _fail_stale(self, study) -> None:
-        """Mark FAIL the trials a killed tuner on this host left RUNNING."""
+        """Mark FAIL the trials a killed tuner on this host left RUNNING, and remove their files.
+
+        Also a trial RUNNING for over ``UNOWNED_AFTER_S`` without an owner: its
+        tuner died between ``ask()`` and recording itself. Several tuners may
+        do this at once: a trial another one told first is left alone.
+        """
         host = socket.gethostname()
         for trial in study.get_trials(deepcopy=False, states=(state("RUNNING"),)):
             owner = trial.user_attrs.get("owner", "")
             owner_host, _, pid = owner.rpartition(":")
-            if owner_host != host or not pid.isdigit() or _alive(int(pid)):
+            if owner:
+                if owner_host != host or not pid.isdigit() or _alive(int(pid)):
+                    continue
+            elif trial.datetime_start is None or _age_s(trial.datetime_start) < UNOWNED_AFTER_S:
                 continue
-            trials.tell_failed(study, trial, f"stale: its tuner ({owner}) died while it ran")
+            try:
+                trials.tell_failed(study, trial, f"stale: its tuner ({owner or 'unknown'}) died while it ran")
+            except Exception:
+                if study.get_trials(deepcopy=False)[trial.number].state.is_finished():
+                    continue  # another tuner told it first
+                raise
             self._remove_run_dirs(trial)
-            self._say(f"trial {trial.number} was left RUNNING by a dead tuner ({owner}): marked FAIL")
+            self._say(f"trial {trial.number} was left RUNNING by a dead tuner ({owner or 'unknown'}): marked FAIL")
 
     def enqueue_defaults(self, study) -> None:
         """Queue system-default runs until the study has ``default_repeats`` of them (also used by
@@ -339,6 +384,13 @@ class Tuner:
     def _say(self, line: str) -> None:
         if self.echo:
             self.echo(line)
+
+
+def _age_s(started) -> float:
+    """Seconds since ``started`` (a naive local datetime, as Optuna stores them)."""
+    from datetime import datetime
+
+    return (datetime.now() - started).total_seconds()
 
 
 def _alive(pid: int) -> bool:

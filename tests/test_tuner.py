@@ -16,7 +16,7 @@ from iobo.kernels import KernelSpec, vpic
 from iobo.trials import ROLE_DEFAULT
 from iobo.tuner import Tuner
 
-from support.launchers import write_launcher
+from experiments.harness.faults import write_launcher
 from support.sizes import SMALL_VPIC
 
 SUPPORT = Path(__file__).parent / "support"
@@ -220,3 +220,27 @@ def test_sigterm_exits_143_and_removes_the_interrupted_trials_files(storage, scr
     assert [t.state for t in trials if t.state != TrialState.WAITING] == [TrialState.FAIL]
     assert "interrupted" in trials[0].user_attrs["fail_reason"]
     assert not list(scratch.glob("trial-*"))
+
+
+@pytest.mark.parametrize("storage", ["journal", "postgresql"], indirect=True)
+def test_three_tuners_on_one_study_stop_at_exactly_its_target(storage, scratch):
+    """Three tuner processes, one study, one workdir: the target is re-counted before each ask (RUNNING trials
+    included), so together they leave exactly --trials tuning trials, each finished, none RUNNING."""
+    from iobo.storage import open_storage
+    from iobo.trials import is_tuning
+
+    target = 9
+    procs = [subprocess.Popen([*_tune_cli(storage, scratch, target), "--runner", "local", "--seed", str(seed)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for seed in range(3)]
+    errors = [proc.communicate(timeout=600)[1] for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0, 0], errors
+    trials = optuna.load_study(study_name="r", storage=open_storage(storage)).get_trials()
+    tuning = [t for t in trials if is_tuning(t)]
+    assert len(tuning) == target
+    assert all(t.state in (TrialState.COMPLETE, TrialState.FAIL) for t in trials)
+    assert sum(t.state == TrialState.COMPLETE for t in tuning) == target
+    assert len({t.user_attrs["owner"] for t in tuning}) == 3  # each tuner ran some of them
+    surplus = [t for t in trials if not is_tuning(t)]
+    assert all(t.user_attrs["fail_reason"].startswith("surplus") for t in surplus)
+    assert not list(scratch.glob("trial-*"))
+

@@ -6,7 +6,8 @@
 - :mod:`~experiments.harness.cost`: minutes per evaluation of a recorded table;
 - :mod:`~experiments.harness.runs`: the process pool, problem specs, evaluations to a target;
 - :mod:`~experiments.harness.recording`: real MPI runs of a table's grid (sweeps, inert checks);
-- :mod:`~experiments.harness.real_runs`: real vpic tuning studies with and without a pruner.
+- :mod:`~experiments.harness.real_runs`: real vpic tuning studies with and without a pruner;
+- :mod:`~experiments.harness.faults`: launcher wrappers that inject faults (flaky, slow, hanging trials).
 
 Importing this package is light (paths only).
 """
