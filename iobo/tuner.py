@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iobo import _compat, kernels, launch, trials
+from iobo import _compat, kernels, launch, trials, watchdog
 from iobo.errors import ConfigError, Interrupted, KernelError, KernelPruned
 from iobo.config import IOConfig
 from iobo.launch import KernelJob, MPILauncher, MpiexecLauncher
@@ -199,7 +199,7 @@ class Tuner:
         self._notify("loop_started", study, asks if target is None else max(0, target - trials.count_asked(study)))
         cut_short: list = []  # trials this process failed because the loop ended early
         try:
-            with _sigterm_as_interrupt(), self._runner() as runner:
+            with _sigterm_as_interrupt(), watchdog.guard(), self._runner() as runner:
                 try:
                     while asking or running:
                         while asking and len(running) < self.max_in_flight:

@@ -56,8 +56,8 @@ def storage(request, tmp_path):
 
 @pytest.fixture(scope="session")
 def postgres_server():
-    """A throw-away PostgreSQL cluster for the test session (support/postgres.py), stopped after."""
-    from support.postgres import PostgresServer, PostgresUnavailable
+    """A throw-away PostgreSQL cluster for the test session (experiments/harness/postgres.py), stopped after."""
+    from experiments.harness.postgres import PostgresServer, PostgresUnavailable
 
     try:
         server = PostgresServer.start()
@@ -93,3 +93,13 @@ def small_tmpfs(tmp_path):
     yield mount_point
     subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
+
+@pytest.fixture
+def no_leftover_processes():
+    """Fails the test if a process it started (mpiexec, hydra_pmi_proxy, kernel ranks, Parsl interchange and
+    workers...) is still alive 30 s after it ended; yields the recorder (support/processes.py)."""
+    from support.processes import ProcessRecorder, assert_gone
+
+    with ProcessRecorder() as recorder:
+        yield recorder
+    assert_gone(recorder.recorded, timeout_s=30)

@@ -7,7 +7,8 @@
 - :mod:`~experiments.harness.runs`: the process pool, problem specs, evaluations to a target;
 - :mod:`~experiments.harness.recording`: real MPI runs of a table's grid (sweeps, inert checks);
 - :mod:`~experiments.harness.real_runs`: real vpic tuning studies with and without a pruner;
-- :mod:`~experiments.harness.faults`: launcher wrappers that inject faults (flaky, slow, hanging trials).
+- :mod:`~experiments.harness.faults`: launcher wrappers that inject faults (flaky, slow, hanging trials);
+- :mod:`~experiments.harness.postgres`: a throw-away PostgreSQL cluster (tests and the soak).
 
 Importing this package is light (paths only).
 """
