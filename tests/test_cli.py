@@ -29,6 +29,7 @@ def test_kernels_and_space(capsys):
     assert code == 0 and "striping_factor" in out and "files" in out
 
 
+@pytest.mark.all_storages
 def test_tune_then_best_export_report(capsys, storage, scratch, tmp_path):
     code, out, err = run(capsys, "tune", "vpic", "--ranks", 2, "--trials", 5, "--storage", storage,
                          "--study", "c", "--workdir", scratch, "--sampler", "tpe",

@@ -1,5 +1,6 @@
-"""A throw-away PostgreSQL cluster for tests: Debian's ``postgresql`` binaries, a data directory in a temp
-dir, the server on a free loopback port, a fresh database per test, everything removed at the end.
+"""A throw-away PostgreSQL cluster for the tests and the soak benchmark: Debian's ``postgresql`` binaries,
+a data directory in a temp dir, the server on a free loopback port, a fresh database per use (test),
+everything removed at the end.
 
 PostgreSQL refuses to run as root: when the tests run as root, the cluster
 belongs to the ``postgres`` user the Debian package creates, and its
