@@ -13,7 +13,8 @@ PIP       := $(PY) -m pip --disable-pip-version-check -q
 # MPICH everywhere: its ROMIO honours MPI-IO hints and ROMIO_HINTS, as Cray MPICH does.
 MPICC     := mpicc.mpich
 HDF5_PC   := hdf5-mpich
-APT_PKGS  := mpich libhdf5-mpich-dev hdf5-tools pkg-config chromium chromium-driver
+# postgresql, slurm-wlm and munge: the real services the reliability tests start (a throw-away cluster each)
+APT_PKGS  := mpich libhdf5-mpich-dev hdf5-tools pkg-config chromium chromium-driver postgresql slurm-wlm munge
 
 DEMO_DIR     ?= demo-run
 DEMO_WORKDIR ?= /dev/shm/iobo-demo
@@ -24,7 +25,9 @@ ADAPTER      := adapters/libiobo_preload.so
 .PHONY: setup demo test dashboard clean
 
 $(VENV)/.apt:
-	@if command -v $(MPICC) >/dev/null && pkg-config --exists $(HDF5_PC) && command -v chromium >/dev/null && command -v h5dump >/dev/null; then \
+	@if command -v $(MPICC) >/dev/null && pkg-config --exists $(HDF5_PC) && command -v chromium >/dev/null \
+	    && command -v h5dump >/dev/null && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+	    && command -v slurmctld >/dev/null && command -v munged >/dev/null; then \
 	  echo "Debian packages present"; \
 	else \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS) >/dev/null; \

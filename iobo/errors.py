@@ -19,6 +19,23 @@ class ConfigError(IoboError, ValueError):
     """A configuration (tuner, kernel, site) is invalid; raised before launch."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Not an error: the tuner was stopped by a signal (SIGINT or SIGTERM); ``signum`` says which.
+
+    A ``KeyboardInterrupt``, so every clean-up path that handles Ctrl-C
+    handles it; the command line exits with ``128 + signum`` (130, 143), as
+    a shell reports a process ended by that signal.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
 class JobEnded(IoboError):
     """A launched job ended without a result: the base of :class:`KernelError` and :class:`KernelPruned`.
 

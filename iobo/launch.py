@@ -18,6 +18,8 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -32,6 +34,8 @@ from iobo.config import IOConfig
 
 DEFAULT_MPIEXEC = os.environ.get("IOBO_MPIEXEC", "mpiexec.mpich")
 TAIL_LINES = 40
+DISK_FULL_MARKERS = ("No space left on device", "ENOSPC", "errno = 28")
+"""What a kernel's output says when the file system under test is full (strerror, errno name, HDF5's errno)."""
 
 
 class MPILauncher(abc.ABC):
@@ -178,8 +182,12 @@ def run_kernel(job: KernelJob, on_step: Callable[[dict], bool | None] | None = N
     what = f"{spec.kind} {spec.name!r}"
     options = spec.resolve_options(job.options)
     keep = job.keep or options.get("keep", False)
-    trial_dir = (Path(job.workdir) / f"trial-{job.tag or 'run'}-{uuid.uuid4().hex[:8]}").resolve()
-    trial_dir.mkdir(parents=True)
+    trial_dir = (Path(job.workdir) / f"{_run_dir_prefix(job.tag)}{uuid.uuid4().hex[:8]}").resolve()
+    try:
+        trial_dir.mkdir(parents=True)
+    except OSError as exc:
+        raise KernelError(f"cannot prepare the run's directory {trial_dir}: {exc.strerror}"
+                          f"{_disk_full_note([str(exc)], job.workdir)}", workdir=str(trial_dir)) from None
     try:
         launch = spec.prepare(trial_dir, config, options, job)
         command = job.launcher.command(job.ranks, launch.argv)
@@ -198,8 +206,8 @@ def run_kernel(job: KernelJob, on_step: Callable[[dict], bool | None] | None = N
                               stderr_tail=_tail(stderr))
         if code != 0:
             last = next((line.strip() for line in reversed(stderr) if line.strip()), "")
-            raise KernelError(f"{what} exited with code {code}" + (f"; stderr ends: {last[:300]}" if last else ""),
-                              **ended, stderr_tail=_tail(stderr))
+            raise KernelError(f"{what} exited with code {code}{_disk_full_note(lines + stderr, job.workdir)}"
+                              + (f"; stderr ends: {last[:300]}" if last else ""), **ended, stderr_tail=_tail(stderr))
         try:
             outcome = spec.collect(lines, stderr, trial_dir, wall_s, config)
         except KernelError as exc:
@@ -208,6 +216,54 @@ def run_kernel(job: KernelJob, on_step: Callable[[dict], bool | None] | None = N
         if not keep:
             shutil.rmtree(trial_dir, ignore_errors=True)
     return {**outcome, "wall_seconds": wall_s, "command": command, "workdir": str(trial_dir) if keep else None}
+
+
+def prepare_workdir(workdir: str | os.PathLike) -> Path:
+    """Create ``workdir`` (its parent must exist) and check that files can be written there.
+
+    Raises :class:`ConfigError` (one line) when the directory is under a
+    missing directory or a file, or is not writable: before any job starts.
+    """
+    path = Path(workdir)
+    ancestor = path.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if ancestor != path.parent:
+        raise ConfigError(f"workdir {path}: its parent directory {path.parent} does not exist; "
+                          f"create it first or choose another --workdir")
+    if not ancestor.is_dir():
+        raise ConfigError(f"workdir {path} is under {ancestor}, which is a file, not a directory; "
+                          f"choose another --workdir")
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"workdir {path} is a file, not a directory; choose another --workdir")
+    try:
+        path.mkdir(exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"workdir {path} is not writable ({exc.strerror}); "
+                          f"fix its permissions or choose another --workdir") from None
+    return path
+
+
+def remove_run_dirs(workdir: str | os.PathLike, tag: str) -> int:
+    """Remove the directories of the runs tagged ``tag`` in ``workdir`` (left by a killed job); returns how many."""
+    found = list(Path(workdir).glob(f"{_run_dir_prefix(tag)}*"))
+    for path in found:
+        shutil.rmtree(path, ignore_errors=True)
+    return len(found)
+
+
+def _run_dir_prefix(tag: str) -> str:
+    """The start of the name of a run's directory (``trial-<tag>-<random>``)."""
+    return f"trial-{tag or 'run'}-"
+
+
+def _disk_full_note(lines: list[str], workdir: str) -> str:
+    """``": no space left on device at <workdir> (ENOSPC)..."`` when the job's output says so, else ``""``."""
+    if any(marker in line for line in lines for marker in DISK_FULL_MARKERS):
+        return f": no space left on device at {workdir} (ENOSPC); free space there or choose another --workdir"
+    return ""
 
 
 def _tail(lines: list[str]) -> str:

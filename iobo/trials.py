@@ -14,6 +14,8 @@ Roles (user attr ``role``):
   after the search (``Tuner.confirm``);
 - ``minimize``: runs that test which of the best configuration's changes
   matter (``Tuner.minimize``, :mod:`iobo.minimize`).
+- ``surplus``: a trial asked by one of several tuners sharing a study after
+  another had asked the last one the target allows; told FAIL unrun.
 
 Default and search runs are the *tuning* trials: what the budget counts,
 what importance and the GP see, what the RoTI curve is made of.
@@ -45,6 +47,7 @@ METRIC_NAME = "bandwidth (MB/s)"
 ROLE_DEFAULT, ROLE_SEARCH = "default", "search"
 ROLE_CONFIRM_DEFAULT, ROLE_CONFIRM_BEST = "confirm-default", "confirm-best"
 ROLE_MINIMIZE = "minimize"
+ROLE_SURPLUS = "surplus"
 TUNING_ROLES = (ROLE_DEFAULT, ROLE_SEARCH)
 ORIGIN_ATTR = "origin"
 ORIGIN_SAMPLER = "sampler"
@@ -153,6 +156,26 @@ def count_finished(study) -> int:
     """Finished (COMPLETE, FAIL or PRUNED) default and search trials: what a trial budget counts."""
     finished = (state("COMPLETE"), state("FAIL"), state("PRUNED"))
     return sum(1 for t in study.get_trials(deepcopy=False, states=finished) if is_tuning(t))
+
+
+def count_asked(study, before: int | None = None) -> int:
+    """Default and search trials asked so far (RUNNING or finished; WAITING ones are only queued).
+
+    What several tuners sharing a study compare with its target: a RUNNING
+    trial finishes one way or another (a dead tuner's is told FAIL as
+    stale), so it already counts.  before: count only trials numbered below
+    it (Optuna numbers trials in the order they are created, in every storage).
+    """
+    asked = [t for t in study.get_trials(deepcopy=False) if t.state != state("WAITING") and is_tuning(t)]
+    return sum(1 for t in asked if before is None or t.number < before)
+
+
+def tell_surplus(study, trial, target: int) -> None:
+    """Tell FAIL, unrun, a trial asked after the study's ``target`` was reached by other tuners' trials."""
+    trial.set_user_attr("role", ROLE_SURPLUS)
+    trial.set_user_attr("fail_reason", f"surplus: the study already had its {target} trials when this one was "
+                                       f"asked (another tuner asked the last one first); not run")
+    study.tell(trial, state=state("FAIL"))
 
 
 def default_config(trials) -> dict | None:

@@ -18,14 +18,15 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iobo import _compat, kernels, trials
-from iobo.errors import ConfigError, JobEnded, KernelError, KernelPruned
+from iobo import _compat, kernels, launch, trials, watchdog
+from iobo.errors import ConfigError, Interrupted, JobEnded, KernelError, KernelPruned
 from iobo.config import IOConfig
 from iobo.context import kernel_context, note_outcome, record_context
 from iobo.launch import KernelJob, MPILauncher, MpiexecLauncher
@@ -36,6 +37,8 @@ from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, R
 
 WARMUP_RUNS = 3  # at most this many unrecorded default runs before anything is measured
 WARMUP_AGREEMENT = 0.25  # ... stopping when two in a row are within 25% of each other
+UNOWNED_AFTER_S = 120.0
+"""A RUNNING trial with no owner attr this old (seconds) was left by a tuner that died right after asking it."""
 """Study attrs naming what a study tunes; a resumed study must match them."""
 
 
@@ -149,7 +152,7 @@ class Tuner:
         IOConfig.from_values(self.space.default(), self.space, self.workload)
         spec.check()
         self.launcher.check(self.ranks)
-        Path(self.workdir).mkdir(parents=True, exist_ok=True)
+        launch.prepare_workdir(self.workdir)
         self._warmed_up = False
         self.warmup_mb_per_s: list[float] = []  # the unrecorded warm-up runs of this tuner
 
@@ -162,7 +165,7 @@ class Tuner:
         self.enqueue_defaults(study)
         finished = trials.count_finished(study)
         self._say(f"study {self.study!r} in {self.storage}: {finished} finished trial(s), target {self.trials}")
-        self._loop(study, asks=max(0, self.trials - finished), stop_rule=self.stop_rule, interleave=True)
+        self._loop(study, target=self.trials, stop_rule=self.stop_rule, interleave=True)
         return study
 
     def confirm(self, repeats: int = 5, minimize: bool = True, pairs: int = 3):
@@ -255,47 +258,90 @@ class Tuner:
 
         return ParslRunner(self.parsl_config, self.max_in_flight, str(Path(self.workdir) / "runinfo"))
 
-    def _loop(self, study, asks: int, stop_rule=None, interleave: bool = False) -> None:
-        """Keep up to ``max_in_flight`` trials running until ``asks`` were started and all finished.
+    def _loop(self, study, asks: int | None = None, target: int | None = None, stop_rule=None,
+              interleave: bool = False) -> None:
+        """Run trials until ``asks`` were asked here, or until the study's tuning trials reach ``target``.
 
+        With ``target``, the study is re-counted before each ask (and the
+        trial asked checked against it), so that several tuners sharing the
+        study stop at exactly ``target`` between them (:meth:`_start`).
         interleave: queue a default run after every ``default_every`` search trials.
         """
         running: dict[Future, Any] = {}
         self._asked: int | None = None  # number of the trial being started, for the interrupt handler
-        self._notify("loop_started", study, asks)
-        with _sigterm_as_interrupt(), self._runner() as runner:
-            try:
-                if self.warmup and not self._warmed_up and asks > 0:
-                    self._warm_up(runner)
-                while asks > 0 or running:
-                    while asks > 0 and len(running) < self.max_in_flight:
-                        asks -= 1
-                        if interleave:
-                            self._queue_interleaved_default(study)
-                        trial, job = self._start(study)
-                        running[runner.submit(job)] = trial
-                    done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-                    for future in done:
-                        trial = running.pop(future)
-                        self._finish(study, trial, future)
-                        self._notify("trial_finished", study, study.get_trials(deepcopy=False)[trial.number],
-                                     len(running))
-                    if asks > 0 and stop_rule is not None and self._should_stop(study, stop_rule):
-                        asks = 0
-            except KeyboardInterrupt:
-                # Parsl futures cannot be cancelled; the executor's shutdown stops the
-                # workers, and each MPI job dies with its worker (launch._die_with_parent).
-                # The interrupt may land anywhere, also between ask() and submit or
-                # between a result and its tell: fail every RUNNING trial this process asked.
-                mine = [t for t in study.get_trials(deepcopy=False, states=(state("RUNNING"),))
-                        if t.user_attrs.get("owner") == trials.owner() or t.number == self._asked]
-                for trial in mine:
-                    trials.tell_failed(study, trial, "interrupted: the tuner was stopped while this trial ran")
-                    self._notify("trial_finished", study, study.get_trials(deepcopy=False)[trial.number], 0)
-                self._say(f"interrupted: {len(mine)} running trial(s) marked FAIL; finished trials kept")
-                raise
-            finally:
-                self._notify("loop_finished", study)
+        asking = True
+        self._notify("loop_started", study, asks if target is None else max(0, target - trials.count_asked(study)))
+        cut_short: list = []  # trials this process failed because the loop ended early
+        try:
+            with _sigterm_as_interrupt(), watchdog.guard(), self._runner() as runner:
+                try:
+                    remaining = asks if target is None else target - trials.count_asked(study)
+                    if self.warmup and not self._warmed_up and remaining > 0:
+                        self._warm_up(runner)
+                    while asking or running:
+                        while asking and len(running) < self.max_in_flight:
+                            if asks is not None:
+                                asks -= 1
+                                asking = asks > 0
+                            if interleave:
+                                self._queue_interleaved_default(study)
+                            started = self._start(study, target)
+                            if started is None:
+                                asking = False
+                                break
+                            trial, job = started
+                            running[runner.submit(job)] = trial
+                        if not running:
+                            break
+                        done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                        for future in done:
+                            trial = running.pop(future)
+                            self._finish(study, trial, future)
+                            self._notify("trial_finished", study, study.get_trials(deepcopy=False)[trial.number],
+                                         len(running))
+                        if asking and stop_rule is not None and self._should_stop(study, stop_rule):
+                            asking = False
+                except BaseException as exc:
+                    cut_short = self._fail_mine(study, exc)
+                    raise
+                finally:
+                    self._notify("loop_finished", study)
+        finally:
+            for trial in cut_short:  # the runner has stopped their jobs by now: their files can go
+                self._remove_run_dirs(trial)
+
+    def _fail_mine(self, study, exc: BaseException) -> list:
+        """Tell FAIL every RUNNING trial this process asked; returns them.
+
+        Parsl futures cannot be cancelled; the executor's shutdown stops the
+        workers, and each MPI job dies with its worker (launch._die_with_parent).
+        The interrupt (or error) may land anywhere, also between ask() and
+        submit or between a result and its tell: the storage says which
+        trials are still RUNNING.
+        """
+        if isinstance(exc, KeyboardInterrupt):
+            reason, what = "interrupted: the tuner was stopped while this trial ran", "interrupted"
+        else:
+            reason = f"the tuner stopped on an error while this trial ran: {type(exc).__name__}: {exc}"[:2000]
+            what = f"stopped by {type(exc).__name__}"
+        try:
+            mine = [t for t in study.get_trials(deepcopy=False, states=(state("RUNNING"),))
+                    if t.user_attrs.get("owner") == trials.owner() or t.number == self._asked]
+            for trial in mine:
+                trials.tell_failed(study, trial, reason)
+                self._notify("trial_finished", study, study.get_trials(deepcopy=False)[trial.number], 0)
+        except Exception as failed:  # the storage itself may be what failed: keep the first error
+            self._say(f"{what}: could not mark the running trials FAIL ({type(failed).__name__}: {failed}); "
+                      f"the next run on this study marks them stale")
+            return []
+        self._say(f"{what}: {len(mine)} running trial(s) marked FAIL; finished trials kept")
+        return mine
+
+    def _remove_run_dirs(self, trial) -> None:
+        """Remove what a trial that did not finish left in its workdir (its run directory)."""
+        attrs = trial.user_attrs
+        if "run_tag" in attrs and "workdir" in attrs:
+            launch.remove_run_dirs(attrs["workdir"], attrs["run_tag"])
 
     def _warm_up(self, runner) -> None:
         """Unrecorded runs of the system default until two in a row agree within ``WARMUP_AGREEMENT`` (at most
@@ -328,7 +374,9 @@ class Tuner:
         from iobo.stopping import study_progress
 
         progress = study_progress(study, with_gain=stop_rule.needs_gain)
-        if progress is None or not stop_rule.should_stop(progress):
+        if progress is None or (stop_rule.needs_gain and progress.expected_gain_mb_per_s is None):
+            return False  # too few completed trials to judge yet (e.g. most failed): go on
+        if not stop_rule.should_stop(progress):
             return False
         self._say(f"stop rule {type(stop_rule).__name__}: stopping after {progress.trials} tuning trial(s), "
                   f"{progress.minutes[-1]:.1f} min, RoTI {progress.roti:,.1f} MB/s per minute")
@@ -342,18 +390,35 @@ class Tuner:
             except Exception as exc:
                 self._say(f"warning: {type(callback).__name__}.{hook} failed: {type(exc).__name__}: {exc}")
 
-    def _start(self, study):
+    def _start(self, study, target: int | None = None):
+        """Ask the next trial and build its job; None when the study already holds ``target`` tuning trials.
+
+        Other tuners may share the study: it is counted before the ask, and
+        a trial whose number comes after the target's last one (another
+        tuner asked in between) is told FAIL as surplus, unrun.
+        """
         from iobo.pruning import StepReporter
 
+        if target is not None:
+            self._fail_stale(study)  # a dead tuner's RUNNING trials count (as they will once told FAIL)
+            if trials.count_asked(study) >= target:
+                return None
         with _interrupts_deferred():  # ask() stores the RUNNING trial before it returns (SQLite may wait on its lock)
             trial = study.ask()
             self._asked = trial.number  # known to the interrupt handler before the owner attr is written
+        if target is not None and trials.is_tuning(trial) and trials.count_asked(study, before=trial.number) >= target:
+            trials.tell_surplus(study, trial, target)
+            self._say(f"trial {trial.number} not run: other tuners on this study already asked its {target} trials")
+            return None
         frozen = study.user_attrs.get(trials.FROZEN_ATTR, {})
         values = trials.record_suggestion(trial, self.space, self.workload, frozen)
+        tag = f"{trial.number}-{uuid.uuid4().hex[:6]}"  # names its run directory: removed if the trial is cut short
+        trial.set_user_attr("workdir", str(Path(self.workdir).resolve()))
+        trial.set_user_attr("run_tag", tag)
         # every trial reports its steps (the pruner's median needs the default runs'); only search trials are pruned
         reporter = StepReporter(self.storage, self.study, _compat.trial_id(trial), self.pruner,
                                 prune=trial.user_attrs["role"] == ROLE_SEARCH) if self.pruner else None
-        return trial, self._job(values, f"{trial.number}", reporter)
+        return trial, self._job(values, tag, reporter)
 
     def _job(self, values, tag: str, on_step=None) -> KernelJob:
         return KernelJob(
@@ -409,15 +474,29 @@ class Tuner:
 
     # -- resume ----------------------------------------------------------------
     def _fail_stale(self, study) -> None:
-        """Mark FAIL the trials a killed tuner on this host left RUNNING."""
+        """Mark FAIL the trials a killed tuner on this host left RUNNING, and remove their files.
+
+        Also a trial RUNNING for over ``UNOWNED_AFTER_S`` without an owner: its
+        tuner died between ``ask()`` and recording itself. Several tuners may
+        do this at once: a trial another one told first is left alone.
+        """
         host = socket.gethostname()
         for trial in study.get_trials(deepcopy=False, states=(state("RUNNING"),)):
             owner = trial.user_attrs.get("owner", "")
             owner_host, _, pid = owner.rpartition(":")
-            if owner_host != host or not pid.isdigit() or _alive(int(pid)):
+            if owner:
+                if owner_host != host or not pid.isdigit() or _alive(int(pid)):
+                    continue
+            elif trial.datetime_start is None or _age_s(trial.datetime_start) < UNOWNED_AFTER_S:
                 continue
-            trials.tell_failed(study, trial, f"stale: its tuner ({owner}) died while it ran")
-            self._say(f"trial {trial.number} was left RUNNING by a dead tuner ({owner}): marked FAIL")
+            try:
+                trials.tell_failed(study, trial, f"stale: its tuner ({owner or 'unknown'}) died while it ran")
+            except Exception:
+                if study.get_trials(deepcopy=False)[trial.number].state.is_finished():
+                    continue  # another tuner told it first
+                raise
+            self._remove_run_dirs(trial)
+            self._say(f"trial {trial.number} was left RUNNING by a dead tuner ({owner or 'unknown'}): marked FAIL")
 
     def enqueue_defaults(self, study) -> None:
         """Queue system-default runs until the study has ``default_repeats`` of them (also used by
@@ -427,6 +506,13 @@ class Tuner:
     def _say(self, line: str) -> None:
         if self.echo:
             self.echo(line)
+
+
+def _age_s(started) -> float:
+    """Seconds since ``started`` (a naive local datetime, as Optuna stores them)."""
+    from datetime import datetime
+
+    return (datetime.now() - started).total_seconds()
 
 
 def _alive(pid: int) -> bool:
@@ -469,12 +555,12 @@ class _interrupts_deferred:
             signal.signal(signum, handler)
         self._previous = {}
         if self._caught:
-            self._caught = []
-            raise KeyboardInterrupt
+            signum, self._caught = self._caught[0], []
+            raise Interrupted(signum)
 
 
 class _sigterm_as_interrupt:
-    """Within the block, SIGTERM raises KeyboardInterrupt (so the study is left consistent)."""
+    """Within the block, SIGTERM raises :class:`Interrupted` (a KeyboardInterrupt: the study is left consistent)."""
 
     def __enter__(self):
         self._previous = signal.getsignal(signal.SIGTERM)
@@ -486,7 +572,7 @@ class _sigterm_as_interrupt:
 
     @staticmethod
     def _raise(signum, frame):
-        raise KeyboardInterrupt
+        raise Interrupted(signum)
 
     def __exit__(self, *exc):
         if self._previous is not None:

@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -19,10 +20,53 @@ def scratch():
     shutil.rmtree(path, ignore_errors=True)
 
 
+STORAGES = ("sqlite", "journal", "postgresql")
+"""The storage back ends a test can run on: an SQLite file, an Optuna journal file, a real PostgreSQL server."""
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "all_storages: run the test on every storage back end (STORAGES), "
+                                       "whatever IOBO_TEST_STORAGES says")
+
+
+def pytest_generate_tests(metafunc):
+    """Tests taking ``storage`` run on the back ends in $IOBO_TEST_STORAGES (default: sqlite); tests marked
+    ``all_storages`` on all of them (a representative subset, so the suite stays short)."""
+    if "storage" not in metafunc.fixturenames:
+        return
+    if any("storage" in str(marker.args[0]) for marker in metafunc.definition.iter_markers("parametrize")):
+        return  # the test names its back ends itself
+    chosen = [name.strip() for name in os.environ.get("IOBO_TEST_STORAGES", "sqlite").split(",") if name.strip()]
+    unknown = sorted(set(chosen) - set(STORAGES))
+    if unknown:
+        raise pytest.UsageError(f"IOBO_TEST_STORAGES names unknown back ends {unknown}; allowed: {', '.join(STORAGES)}")
+    if metafunc.definition.get_closest_marker("all_storages"):
+        chosen = list(STORAGES)
+    metafunc.parametrize("storage", chosen, indirect=True)
+
+
 @pytest.fixture
-def storage(tmp_path):
-    """A real Optuna SQLite storage file."""
-    return f"sqlite:///{tmp_path / 'study.db'}"
+def storage(request, tmp_path):
+    """A real Optuna storage URL, fresh for the test: an SQLite file, a journal file or a PostgreSQL database."""
+    kind = getattr(request, "param", "sqlite")
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'study.db'}"
+    if kind == "journal":
+        return f"journal://{tmp_path / 'study.log'}"
+    return request.getfixturevalue("postgres_server").new_database()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A throw-away PostgreSQL cluster for the test session (experiments/harness/postgres.py), stopped after."""
+    from experiments.harness.postgres import PostgresServer, PostgresUnavailable
+
+    try:
+        server = PostgresServer.start()
+    except PostgresUnavailable as exc:
+        pytest.skip(f"PostgreSQL cannot start here: {exc}")
+    yield server
+    server.stop()
 
 
 @pytest.fixture
@@ -37,3 +81,27 @@ def hanging_kernel(monkeypatch):
                       options=dict(vpic.SPEC.options), check_options=vpic.check_options)
     with kernels.registered(spec):
         yield spec
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 1 MiB tmpfs mounted for the test (a file system that fills up: ENOSPC), unmounted after."""
+    mount_point = tmp_path / "small-tmpfs"
+    mount_point.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    yield mount_point
+    subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+@pytest.fixture
+def no_leftover_processes():
+    """Fails the test if a process it started (mpiexec, hydra_pmi_proxy, kernel ranks, Parsl interchange and
+    workers...) is still alive 30 s after it ended; yields the recorder (support/processes.py)."""
+    from support.processes import ProcessRecorder, assert_gone
+
+    with ProcessRecorder() as recorder:
+        yield recorder
+    assert_gone(recorder.recorded, timeout_s=30)

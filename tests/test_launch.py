@@ -46,6 +46,7 @@ def test_keep_leaves_the_trial_directory_and_files(scratch):
     assert list((trial_dir / "out").glob("*.h5"))
 
 
+@pytest.mark.usefixtures("no_leftover_processes")
 def test_timeout_kills_the_job_and_says_so(scratch, hanging_kernel):
     started = time.monotonic()
     with pytest.raises(KernelError) as err:

@@ -10,6 +10,7 @@ from optuna.trial import TrialState, create_trial
 from iobo.errors import ConfigError, KernelPruned
 from iobo.launch import KernelJob, run_kernel
 from iobo.pruning import MarginPruner, StepReporter
+from iobo.storage import open_storage
 from iobo.trials import ROLE_DEFAULT, ROLE_SEARCH
 from iobo.tuner import Tuner
 
@@ -29,9 +30,10 @@ def add_finished(study, step_mb_per_s: float, params=None, distributions=None, n
         ))
 
 
+@pytest.mark.all_storages
 @pytest.mark.parametrize("pruner", ["median", "margin", "wilcoxon"])
 def test_reporter_prunes_a_slow_trial_and_leaves_a_fast_one(storage, pruner):
-    study = optuna.create_study(storage=storage, study_name="p", direction="maximize")
+    study = optuna.create_study(storage=open_storage(storage), study_name="p", direction="maximize")
     add_finished(study, 1000.0)
     slow, fast = study.ask(), study.ask()
     slow_reporter = pickle.loads(pickle.dumps(StepReporter(storage, "p", slow._trial_id, pruner)))
@@ -83,6 +85,7 @@ class StopAtFirstStep:
         return True
 
 
+@pytest.mark.usefixtures("no_leftover_processes")
 def test_a_pruned_kernel_is_killed_and_its_files_removed(scratch):
     options = {**SMALL_VPIC, "steps": STEPS, "repeats": 20}
     job = KernelJob("vpic", {}, ranks=2, workdir=str(scratch), options=options)
@@ -101,6 +104,7 @@ def tuner(storage, scratch, trials=8, **kwargs):
                  echo=None, pruner="median", **kwargs)
 
 
+@pytest.mark.usefixtures("no_leftover_processes")
 @pytest.mark.parametrize("earlier_mb_per_s, searched", [(1e9, TrialState.PRUNED), (1e-3, TrialState.COMPLETE)])
 def test_tuner_prunes_search_trials_slower_than_earlier_ones(storage, scratch, earlier_mb_per_s, searched):
     earlier = 6  # outnumber the default runs and a first search trial, which report their steps too

@@ -16,6 +16,7 @@ from iobo.kernels import KernelSpec, vpic
 from iobo.trials import ROLE_DEFAULT
 from iobo.tuner import Tuner
 
+from experiments.harness.faults import write_launcher
 from support.sizes import SMALL_VPIC
 
 SUPPORT = Path(__file__).parent / "support"
@@ -25,6 +26,7 @@ def tpe(seed=0):
     return optuna.samplers.TPESampler(seed=seed, n_startup_trials=2)
 
 
+@pytest.mark.all_storages
 def test_short_study_stores_complete_trials_with_their_attrs(storage, scratch):
     tuner = Tuner(kernel="vpic", ranks=2, trials=5, storage=storage, study="s", workdir=str(scratch),
                   kernel_options=SMALL_VPIC, sampler=tpe(), echo=None)
@@ -64,6 +66,7 @@ def test_a_failing_configuration_is_told_fail_and_the_study_goes_on(storage, scr
     assert sum(t.state == TrialState.COMPLETE for t in trials) == 5
 
 
+@pytest.mark.usefixtures("no_leftover_processes")
 def test_a_trial_that_hangs_times_out_as_fail(storage, scratch, hanging_kernel):
     tuner = Tuner(kernel="hanging", ranks=2, trials=4, storage=storage, study="t", workdir=str(scratch),
                   kernel_options=SMALL_VPIC, sampler=tpe(), timeout_s=2, echo=None)
@@ -92,6 +95,7 @@ def _wait_for_complete(storage, n, timeout_s=120):
     raise AssertionError(f"no {n} complete trials within {timeout_s} s")
 
 
+@pytest.mark.usefixtures("no_leftover_processes")
 def test_a_killed_tuner_resumes(storage, scratch):
     proc = subprocess.Popen(_tune_cli(storage, scratch, 7), start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -110,6 +114,7 @@ def test_a_killed_tuner_resumes(storage, scratch):
     assert sum(t.state == TrialState.COMPLETE for t in trials) >= 6
 
 
+@pytest.mark.usefixtures("no_leftover_processes")
 def test_ctrl_c_leaves_the_study_consistent(storage, scratch):
     proc = subprocess.Popen(_tune_cli(storage, scratch, 30), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
@@ -166,6 +171,7 @@ class InterruptingSampler(optuna.samplers.TPESampler):
             os.kill(os.getpid(), signal.SIGINT)
 
 
+@pytest.mark.usefixtures("no_leftover_processes")
 def test_ctrl_c_inside_ask_leaves_no_running_trial(storage, scratch):
     tuner = Tuner(kernel="vpic", ranks=2, trials=6, storage=storage, study="a", workdir=str(scratch),
                   kernel_options=SMALL_VPIC, sampler=InterruptingSampler(seed=0, n_startup_trials=2), echo=None)
@@ -175,3 +181,115 @@ def test_ctrl_c_inside_ask_leaves_no_running_trial(storage, scratch):
     assert len(trials) == 4
     assert TrialState.RUNNING not in [t.state for t in trials]
     assert trials[3].state == TrialState.FAIL and "interrupted" in trials[3].user_attrs["fail_reason"]
+
+
+@pytest.mark.usefixtures("no_leftover_processes")
+def test_a_stop_rule_waits_while_too_few_trials_completed(storage, scratch, tmp_path, capsys):
+    """Only the first launch succeeds: the GP cannot be fitted, so the rule cannot judge; tuning goes on
+    to --trials and no trial is left RUNNING (it used to abort with a ConfigError, one trial in flight)."""
+    from iobo.cli import main
+
+    flaky = write_launcher(tmp_path / "flaky", "flaky")
+    code = main(["tune", "vpic", "--storage", storage, "--study", "g", "--workdir", str(scratch), "--trials", "12",
+                 "--stop-rule", "expected-gain", "--in-flight", "2", "--mpiexec", flaky, "--runner", "local",
+                 "--sampler", "tpe", "--option", f"particles={SMALL_VPIC['particles']}",
+                 "--option", f"steps={SMALL_VPIC['steps']}"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    trials = optuna.load_study(study_name="g", storage=storage).get_trials()
+    assert len(trials) == 12
+    assert [t.state for t in trials].count(TrialState.COMPLETE) == 1
+    assert [t.state for t in trials].count(TrialState.FAIL) == 11
+    assert all("exited with code 1" in t.user_attrs["fail_reason"] for t in trials if t.state == TrialState.FAIL)
+
+
+def _wait_for_run_dir(workdir: Path, timeout_s=120) -> Path:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = list(workdir.glob("trial-*"))
+        if found:
+            return found[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no trial started in {workdir} within {timeout_s} s")
+
+
+@pytest.mark.usefixtures("no_leftover_processes")
+def test_sigterm_exits_143_and_removes_the_interrupted_trials_files(storage, scratch, tmp_path):
+    slow = write_launcher(tmp_path / "slow", "slow", seconds=60)
+    proc = subprocess.Popen([*_tune_cli(storage, scratch, 6), "--mpiexec", slow], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    run_dir = _wait_for_run_dir(scratch)
+    assert (run_dir / "config.json").exists()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    trials = optuna.load_study(study_name="r", storage=storage).get_trials()
+    assert [t.state for t in trials if t.state != TrialState.WAITING] == [TrialState.FAIL]
+    assert "interrupted" in trials[0].user_attrs["fail_reason"]
+    assert not list(scratch.glob("trial-*"))
+
+
+@pytest.mark.usefixtures("no_leftover_processes")
+@pytest.mark.parametrize("storage", ["journal", "postgresql"], indirect=True)
+def test_three_tuners_on_one_study_stop_at_exactly_its_target(storage, scratch):
+    """Three tuner processes, one study, one workdir: the target is re-counted before each ask (RUNNING trials
+    included), so together they leave exactly --trials tuning trials, each finished, none RUNNING."""
+    from iobo.storage import open_storage
+    from iobo.trials import is_tuning
+
+    target = 9
+    procs = [subprocess.Popen([*_tune_cli(storage, scratch, target), "--runner", "local", "--seed", str(seed)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for seed in range(3)]
+    errors = [proc.communicate(timeout=600)[1] for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0, 0], errors
+    trials = optuna.load_study(study_name="r", storage=open_storage(storage)).get_trials()
+    tuning = [t for t in trials if is_tuning(t)]
+    assert len(tuning) == target
+    assert all(t.state in (TrialState.COMPLETE, TrialState.FAIL) for t in trials)
+    assert sum(t.state == TrialState.COMPLETE for t in tuning) == target
+    assert len({t.user_attrs["owner"] for t in tuning}) == 3  # each tuner ran some of them
+    surplus = [t for t in trials if not is_tuning(t)]
+    assert all(t.user_attrs["fail_reason"].startswith("surplus") for t in surplus)
+    assert not list(scratch.glob("trial-*"))
+
+
+def _wait_for_processes(recorder, wanted: dict[str, str], timeout_s=120) -> dict:
+    """Wait until the processes the test started include one for each ``wanted`` label (matched in its command
+    line); returns them all (a support.processes.ProcessRecorder sample)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = recorder.sample()
+        if all(any(part in command for _, command in found.values()) for part in wanted.values()):
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"not all of {sorted(wanted)} started under the tuner within {timeout_s} s: {found}")
+
+
+def test_kill_9_of_the_tuner_leaves_no_process_and_the_resume_cleans_up(storage, scratch, tmp_path,
+                                                                          no_leftover_processes):
+    """SIGKILL gives the tuner no chance to clean up: its watchdog (iobo.watchdog) ends the Parsl interchange,
+    the worker pool and its bash wrapper, mpiexec, hydra_pmi_proxy and the ranks; the resume fails the trial
+    as stale and removes its run directory."""
+    from support.processes import assert_gone
+
+    hang = write_launcher(tmp_path / "hang", "hang")  # the ranks sleep: the MPI job runs until killed
+    proc = subprocess.Popen([*_tune_cli(storage, scratch, 5), "--mpiexec", hang], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    tree = _wait_for_processes(no_leftover_processes, {
+        "interchange": "HTEX interchange", "worker pool": "process_worker_pool.py", "mpiexec": "mpiexec.mpich",
+        "proxy": "hydra_pmi_proxy", "rank": "time.sleep(86400)"})
+    tree.pop(proc.pid, None)
+    ranks = [c for _, c in tree.values() if c.startswith(sys.executable) and "time.sleep(86400)" in c]
+    assert len(ranks) == 2
+    assert list(scratch.glob("trial-*"))
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert_gone(tree, timeout_s=20)
+    assert list(scratch.glob("trial-*"))  # the dead trial's files: the resume removes them
+
+    done = subprocess.run(_tune_cli(storage, scratch, 5), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    trials = optuna.load_study(study_name="r", storage=storage).get_trials()
+    assert "stale" in trials[0].user_attrs["fail_reason"]
+    assert [t.state for t in trials[1:]] == [TrialState.COMPLETE] * 4
+    assert not list(scratch.glob("trial-*"))

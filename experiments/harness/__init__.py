@@ -8,6 +8,8 @@
 - :mod:`~experiments.harness.recording`: real MPI runs of a table's grid (sweeps, inert checks);
 - :mod:`~experiments.harness.real_runs`: real vpic tuning studies with and without a pruner;
 - :mod:`~experiments.harness.programs`: the C programs run as applications iobo did not write.
+- :mod:`~experiments.harness.faults`: launcher wrappers that inject faults (flaky, slow, hanging trials);
+- :mod:`~experiments.harness.postgres`: a throw-away PostgreSQL cluster (tests and the soak).
 
 Importing this package is light (paths only).
 """

@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from iobo.errors import IoboError
+from iobo.errors import Interrupted, IoboError
 
 COMMANDS = ("tune", "confirm", "minimize", "best", "export", "run", "report", "importance", "space", "kernels",
             "characterize",
@@ -33,13 +33,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; returns the exit code (0 done, 2 an error iobo explains, 130 interrupted)."""
+    """Run one command; returns the exit code (0 done, 1 nothing measured, 2 an error iobo explains,
+    130 interrupted by Ctrl-C, 143 stopped by SIGTERM)."""
     args = parser().parse_args(argv)
     try:
         return _module(args.command).run(args)
     except IoboError as exc:
         print(f"iobo: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("iobo: interrupted; finished trials are kept, run the same command to resume", file=sys.stderr)
-        return 130
+        return exc.exit_code if isinstance(exc, Interrupted) else 130

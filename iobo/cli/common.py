@@ -30,13 +30,13 @@ def positive_int(text: str) -> int:
 
 
 def non_negative_int(text: str) -> int:
-    """An argparse type: an integer >= 0."""
+    """An argument that counts something (0 allowed): rejected while parsing, before anything runs."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer; got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
     if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0; got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
 
 
@@ -84,7 +84,7 @@ def load_study(storage: str, name: str | None):
     from iobo.storage import open_storage
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    url, storage = storage, open_storage(storage)
+    url, storage = storage, open_storage(storage, must_exist=True)
     names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
     if name is None:
         if len(names) != 1:

@@ -3,6 +3,9 @@ any program (a study of default runs, then a search)."""
 
 from __future__ import annotations
 
+import sys
+
+from iobo import trials
 from iobo.cli import common
 
 
@@ -95,6 +98,12 @@ def run(args) -> int:
     if suggestions is not None or args.warm_start:
         _queue_first(tuner, suggestions, args.warm_start)
     study = tuner.run()
+    if not trials.tuning_trials(study):
+        failed = [t for t in study.get_trials(deepcopy=False) if t.state == trials.state("FAIL")]
+        reason = failed[-1].user_attrs.get("fail_reason", "no reason recorded") if failed else "none ran"
+        print(f"iobo: every trial failed ({len(failed)} FAIL), nothing measured; last reason: "
+              f"{reason.splitlines()[0] if reason else ''}", file=sys.stderr)
+        return 1
     if args.confirm:
         tuner.confirm(args.confirm, minimize=not args.no_minimize)
     print()

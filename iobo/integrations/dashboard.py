@@ -38,7 +38,7 @@ def serve(storage: str, host: str = "127.0.0.1", port: int = 8080) -> None:
     from iobo.storage import open_storage
 
     print(f"optuna-dashboard on http://{host}:{port}/ for {storage} (Ctrl-C stops it)", flush=True)
-    run_server(open_storage(storage), host=host, port=port)
+    run_server(open_storage(storage, must_exist=True), host=host, port=port)
 
 
 class DashboardAnnotator(TunerCallback):

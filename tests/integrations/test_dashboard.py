@@ -241,3 +241,37 @@ def test_the_note_of_a_command_trial_shows_the_shims_counters_and_warnings(libra
     assert f"| `mpiio write` | `{write['calls']:,}` | `{write['bytes']:,}` |" in note
     assert "#### Not applied\n\n- `cb_nodes`: ROMIO lowered it" in note
     assert "#### Shim warnings\n\n- IOBO_CB_NODES=2 did not take effect" in note
+
+
+@pytest.mark.all_storages
+def test_iobo_dashboard_serves_a_study_from_every_storage(storage):
+    """optuna-dashboard's API, served by `iobo dashboard URL`, lists a study kept in SQLite, a journal or PostgreSQL."""
+    import json
+    import urllib.request
+
+    from iobo.storage import open_storage
+
+    study = optuna.create_study(storage=open_storage(storage), study_name="served", direction="maximize")
+    study.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=123.0))
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "iobo.cli", "dashboard", storage, "--port", str(port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=2) as response:
+                    studies = json.load(response)["study_summaries"]
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"iobo dashboard did not serve {storage}:\n{server.communicate()[0]}")
+                time.sleep(0.3)
+        assert [s["study_name"] for s in studies] == ["served"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies/{studies[0]['study_id']}",
+                                    timeout=10) as response:
+            detail = json.load(response)
+        assert [t["values"] for t in detail["trials"]] == [[123.0]]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

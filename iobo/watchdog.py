@@ -1,0 +1,170 @@
+"""A watchdog process that ends what a tuner started when the tuner dies, even by ``kill -9``.
+
+A tuner starts processes that do not die with it: Parsl's interchange and
+worker pool (its own process group), the ``bash`` wrappers of the pool,
+and per trial ``mpiexec``, ``hydra_pmi_proxy`` and the kernel's ranks (their
+own session, so a timeout can kill the job's group).  ``PR_SET_PDEATHSIG``
+covers only the processes iobo starts itself, and only for the thread that
+started them; a ``SIGKILL`` gives the tuner no chance to clean up.
+
+:func:`guard` starts ``python -m iobo.watchdog PID START TAG``: a small process
+in a session of its own (a Ctrl-C or a kill of the tuner's process group
+does not reach it) that records the tuner's descendants every
+``INTERVAL_S`` seconds.  Not every process the tuner starts stays its
+descendant: Parsl's ``LocalProvider`` starts the worker pool in the
+background of a shell that exits at once, so the pool (and every trial's
+``mpiexec`` under it) is re-parented to init.  So the guard also marks
+its process: ``$IOBO_WATCHDOG_TAG`` (a random tag) is inherited by every
+process started from then on, whatever its parent.  When the tuner is gone,
+the watchdog sends SIGTERM to every recorded or marked process still alive
+(and to their own descendants), then SIGKILL after ``GRACE_S`` seconds,
+and exits.  When the tuner leaves the ``with guard():`` block
+normally it stops the watchdog, which then touches nothing.
+
+A recorded process is identified by pid and start time, so a pid reused by
+an unrelated process is never signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+
+TAG_VARIABLE = "IOBO_WATCHDOG_TAG"
+"""The environment variable that marks the processes a guarded tuner started."""
+INTERVAL_S = 0.5
+"""Seconds between two looks at the tuner's process tree."""
+GRACE_S = 3.0
+"""Seconds between SIGTERM and SIGKILL for the processes a dead tuner left."""
+
+
+@contextlib.contextmanager
+def guard() -> Iterator[subprocess.Popen | None]:
+    """Within the block, a watchdog ends this process's descendants if this process dies.
+
+    Yields the watchdog's ``Popen`` (None where psutil is missing: nothing is guarded).
+    """
+    try:
+        import psutil
+    except ImportError:  # psutil comes with Parsl; without it there is nothing to watch with
+        yield None
+        return
+    me = psutil.Process()
+    tag = f"{me.pid}-{uuid.uuid4().hex}"
+    before = os.environ.get(TAG_VARIABLE)
+    watchdog = subprocess.Popen(
+        [sys.executable, "-m", "iobo.watchdog", str(me.pid), repr(me.create_time()), tag],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    os.environ[TAG_VARIABLE] = tag
+    try:
+        yield watchdog
+    finally:
+        if before is None:
+            os.environ.pop(TAG_VARIABLE, None)
+        else:
+            os.environ[TAG_VARIABLE] = before
+        watchdog.terminate()  # we are alive: it must not touch anything
+        try:
+            watchdog.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            watchdog.kill()
+            watchdog.wait()
+
+
+def watch(pid: int, started: float, tag: str, interval_s: float = INTERVAL_S, grace_s: float = GRACE_S) -> int:
+    """Record the descendants of process ``pid`` (started at ``started``) until it dies, then end them
+    and every process marked with ``tag``.
+
+    Returns how many processes were signalled. Runs in the watchdog process.
+    """
+    import psutil
+
+    try:
+        tuner = psutil.Process(pid)
+        if abs(tuner.create_time() - started) > 0.01:
+            return 0
+    except psutil.NoSuchProcess:
+        return 0
+    me = os.getpid()
+    known: dict[int, float] = {}  # pid -> start time
+    while True:
+        try:
+            if not tuner.is_running() or tuner.status() == psutil.STATUS_ZOMBIE:
+                break
+            found = tuner.children(recursive=True)
+        except psutil.NoSuchProcess:
+            break
+        for process in found + _descendants(_still_known(known)):
+            if process.pid != me:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    known[process.pid] = process.create_time()
+        known = {p.pid: p.create_time() for p in _still_known(known)}
+        time.sleep(interval_s)
+    left = {p.pid: p for p in _still_known(known) + marked(tag)}
+    for process in _descendants(list(left.values())):
+        left.setdefault(process.pid, process)
+    left.pop(me, None)
+    return _end(list(left.values()), grace_s)
+
+
+def marked(tag: str) -> list:
+    """The live processes whose environment carries ``tag`` (see the module docstring)."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if process.environ().get(TAG_VARIABLE) == tag:
+                found.append(process)
+    return found
+
+
+def _still_known(known: dict[int, float]) -> list:
+    """The recorded processes still alive with the same start time."""
+    import psutil
+
+    alive = []
+    for pid, started in known.items():
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            process = psutil.Process(pid)
+            if abs(process.create_time() - started) < 0.01:
+                alive.append(process)
+    return alive
+
+
+def _descendants(processes: list) -> list:
+    import psutil
+
+    found = []
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            found += process.children(recursive=True)
+    return found
+
+
+def _end(processes: list, grace_s: float) -> int:
+    """SIGTERM ``processes``, SIGKILL those still alive after ``grace_s``; returns how many were signalled."""
+    import psutil
+
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.send_signal(signal.SIGTERM)
+    _, alive = psutil.wait_procs(processes, timeout=grace_s)
+    for process in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
+    return len(processes)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))  # the tuner stops us: touch nothing
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    watch(int(sys.argv[1]), float(sys.argv[2]), sys.argv[3])

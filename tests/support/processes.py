@@ -1,0 +1,113 @@
+"""Which processes a test started, and a check that none of them is left.
+
+:class:`ProcessRecorder` samples the descendants of a process (by default
+the test process) in a background thread while the test runs, so it also
+records processes that are later orphaned (a killed tuner's Parsl workers,
+an ``mpiexec`` in a session of its own): they are re-parented to init and no
+longer appear as descendants, but their pid and start time were recorded.
+Some are never descendants (Parsl's ``LocalProvider`` starts its worker
+pool in the background of a shell that exits at once): the recorder also
+marks the test process's environment (``$IOBO_TEST_MARK``), which every
+process started meanwhile inherits, and records the marked processes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+
+import psutil
+
+
+MARK_VARIABLE = "IOBO_TEST_MARK"
+
+
+def descendants(pid: int, mark: str | None = None) -> dict[int, tuple[float, str]]:
+    """The live descendants of ``pid``, and the processes whose environment has ``$IOBO_TEST_MARK == mark``:
+    pid -> (start time, command line)."""
+    try:
+        processes = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        processes = []
+    if mark is not None:
+        for process in psutil.process_iter():
+            try:
+                if process.pid != os.getpid() and process.environ().get(MARK_VARIABLE) == mark:
+                    processes.append(process)
+            except psutil.Error:
+                continue
+    found = {}
+    for process in processes:
+        try:
+            found[process.pid] = (process.create_time(), " ".join(process.cmdline())[:300] or process.name())
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def still_alive(recorded: dict[int, tuple[float, str]]) -> dict[int, tuple[float, str]]:
+    """The recorded processes still alive (same pid and start time; zombies count as gone)."""
+    alive = {}
+    for pid, (started, command) in recorded.items():
+        try:
+            process = psutil.Process(pid)
+            if abs(process.create_time() - started) < 0.01 and process.status() != psutil.STATUS_ZOMBIE:
+                alive[pid] = (started, command)
+        except psutil.NoSuchProcess:
+            continue
+    return alive
+
+
+def assert_gone(recorded: dict[int, tuple[float, str]], timeout_s: float = 30.0) -> None:
+    """Wait up to ``timeout_s`` for every recorded process to end; fail listing those that did not."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        alive = still_alive(recorded)
+        if not alive or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert not alive, f"{len(alive)} process(es) left after {timeout_s:g} s:\n" + "\n".join(
+        f"  {pid}: {command}" for pid, (_, command) in sorted(alive.items()))
+
+
+class ProcessRecorder:
+    """Records, every ``interval_s``, the descendants of ``root`` (default: this process) not there at start."""
+
+    def __init__(self, root: int | None = None, interval_s: float = 0.25) -> None:
+        self.root = root or os.getpid()
+        self.interval_s = interval_s
+        self.mark = uuid.uuid4().hex
+        self.before = descendants(self.root)
+        self.recorded: dict[int, tuple[float, str]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval_s)
+
+    def sample(self) -> dict[int, tuple[float, str]]:
+        """Record the descendants now; returns them."""
+        now = descendants(self.root, self.mark)
+        for pid, entry in now.items():
+            if self.before.get(pid, (None,))[0] != entry[0]:
+                self.recorded[pid] = entry
+        return now
+
+    def __enter__(self) -> "ProcessRecorder":
+        self._previous = os.environ.get(MARK_VARIABLE)
+        os.environ[MARK_VARIABLE] = self.mark
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+        if self._previous is None:
+            os.environ.pop(MARK_VARIABLE, None)
+        else:
+            os.environ[MARK_VARIABLE] = self._previous
