@@ -20,6 +20,7 @@ a study pass ``must_exist=True`` so a mistyped file name is not created.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from iobo.errors import ConfigError
 
 JOURNAL_SCHEME = "journal://"
 SQLITE_SCHEME = "sqlite:///"
+SCHEMA_RACE_ATTEMPTS = 5  # tries to open a database whose tables another tuner is creating at the same moment
 DEFAULT_STORAGE = "sqlite:///iobo.db"
 """Where studies go when no storage is named: an SQLite file in the current directory."""
 
@@ -45,19 +47,25 @@ def open_storage(storage: Any, must_exist: bool = False):
     path = _file_of(storage)
     if path is not None:
         _check_file(storage, path, must_exist)
-    try:
-        if storage.startswith(JOURNAL_SCHEME):
-            from optuna.storages.journal import JournalFileBackend
+    for attempt in range(SCHEMA_RACE_ATTEMPTS):
+        try:
+            if storage.startswith(JOURNAL_SCHEME):
+                from optuna.storages.journal import JournalFileBackend
 
-            opened = optuna.storages.JournalStorage(JournalFileBackend(str(path)))
-        else:
-            opened = optuna.storages.get_storage(storage)
-        opened.get_all_studies()  # reads the file / reaches the server now, not in the middle of a run
-    except ConfigError:
-        raise
-    except Exception as exc:
-        raise ConfigError(f"cannot open storage {storage}: {_why(storage, exc)}") from None
-    return opened
+                opened = optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+            else:
+                opened = optuna.storages.get_storage(storage)
+            opened.get_all_studies()  # reads the file / reaches the server now, not in the middle of a run
+            return opened
+        except ConfigError:
+            raise
+        except Exception as exc:
+            # several tuners creating a new database's tables at once: one wins, the others see its
+            # half-made schema (PostgreSQL: a unique violation in pg_type); the tables exist a moment later
+            if type(exc).__name__ in ("IntegrityError", "ProgrammingError") and attempt + 1 < SCHEMA_RACE_ATTEMPTS:
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            raise ConfigError(f"cannot open storage {storage}: {_why(storage, exc)}") from None
 
 
 def _file_of(url: str) -> Path | None:

@@ -283,7 +283,7 @@ class Tuner:
                             if asks is not None:
                                 asks -= 1
                                 asking = asks > 0
-                            if interleave:
+                            if interleave and (target is None or trials.count_asked(study) < target):
                                 self._queue_interleaved_default(study)
                             started = self._start(study, target)
                             if started is None:

@@ -97,10 +97,15 @@ def small_tmpfs(tmp_path):
 
 
 @pytest.fixture
-def no_leftover_processes():
+def no_leftover_processes(request):
     """Fails the test if a process it started (mpiexec, hydra_pmi_proxy, kernel ranks, Parsl interchange and
-    workers...) is still alive 30 s after it ended; yields the recorder (support/processes.py)."""
+    workers...) is still alive 30 s after it ended; yields the recorder (support/processes.py).
+
+    The test's storage is set up first: a session's PostgreSQL server lives on, and is not the test's."""
     from support.processes import ProcessRecorder, assert_gone
+
+    if "storage" in request.fixturenames:
+        request.getfixturevalue("storage")
 
     with ProcessRecorder() as recorder:
         yield recorder

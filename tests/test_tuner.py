@@ -78,7 +78,7 @@ def test_a_trial_that_hangs_times_out_as_fail(storage, scratch, hanging_kernel):
 
 def _tune_cli(storage, scratch, trials):
     return [sys.executable, "-m", "iobo.cli", "tune", "vpic", "--ranks", "2", "--trials", str(trials),
-            "--storage", storage, "--study", "r", "--workdir", str(scratch), "--sampler", "tpe", "--confirm", "0",
+            "--storage", storage, "--study", "r", "--workdir", str(scratch), "--sampler", "tpe", "--confirm", "0", "--no-warmup",
             "--option", f"particles={SMALL_VPIC['particles']}", "--option", f"steps={SMALL_VPIC['steps']}"]
 
 
@@ -193,7 +193,7 @@ def test_a_stop_rule_waits_while_too_few_trials_completed(storage, scratch, tmp_
     code = main(["tune", "vpic", "--storage", storage, "--study", "g", "--workdir", str(scratch), "--trials", "12",
                  "--stop-rule", "expected-gain", "--in-flight", "2", "--mpiexec", flaky, "--runner", "local",
                  "--sampler", "tpe", "--option", f"particles={SMALL_VPIC['particles']}",
-                 "--option", f"steps={SMALL_VPIC['steps']}"])
+                 "--option", f"steps={SMALL_VPIC['steps']}", "--no-warmup", "--confirm", "0"])  # the one good launch
     err = capsys.readouterr().err
     assert code == 0, err
     trials = optuna.load_study(study_name="g", storage=storage).get_trials()

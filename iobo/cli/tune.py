@@ -63,6 +63,8 @@ def add_parser(sub) -> None:
                    help="afterwards, find the minimal configuration (which changes matter) and re-measure it and "
                         "the default N times each, interleaved, for a speedup with a confidence interval "
                         "(default: %(default)s; 0 skips both)")
+    p.add_argument("--no-warmup", action="store_true",
+                   help="no unrecorded warm-up runs of the default before measuring (they absorb cold starts)")
     p.add_argument("--no-minimize", action="store_true",
                    help="confirm the best trial's whole configuration, without testing which changes matter")
     p.add_argument("--warm-start", action="store_true",
@@ -90,7 +92,7 @@ def run(args) -> int:
         default_repeats=args.default_repeats, timeout_s=args.timeout, seed=args.seed,
         launcher=common.launcher(args.mpiexec), runner=common.runner(args, args.in_flight),
         pruner=args.prune, stop_rule=RULES[args.stop_rule]() if args.stop_rule else None,
-        characterization=characterization, **console_watchers(),
+        characterization=characterization, warmup=not args.no_warmup, **console_watchers(),
     )
     # impact-first reads earlier studies of the kernel: it needs the study's name, known once the tuner is made
     tuner.sampler = make_sampler(args.sampler, args.seed, storage=tuner.storage,
