@@ -93,16 +93,6 @@ TUNED = {
 }
 
 
-@pytest.fixture(scope="session")
-def library():
-    """The shim, built by the Makefile's own rule (a no-op when up to date)."""
-    build = subprocess.run(["make", "-s", "-C", str(ROOT), "adapters/libiobo_preload.so"],
-                           capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stdout + build.stderr
-    assert "warning" not in build.stderr.lower(), build.stderr
-    return adapters.preload_library()
-
-
 @pytest.fixture
 def program(tmp_path):
     path = tmp_path / "program.py"
