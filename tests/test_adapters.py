@@ -23,7 +23,6 @@ from iobo.errors import ConfigError
 from iobo.config import IOConfig
 from iobo.space import KiB, MiB
 
-ROOT = Path(__file__).resolve().parent.parent
 RANKS = 2
 ITEMS = 262144  # 1 MiB of float32 per 1-D dataset
 ROMIO_DEFAULT_CB_BUFFER = str(16 * MiB)
