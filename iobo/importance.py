@@ -27,6 +27,7 @@ of similar workloads in the same storage can start from them
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -185,7 +186,9 @@ def _optuna_importances(trials, evaluator) -> dict[str, float]:
     finally:
         optuna.logging.set_verbosity(verbosity)
     copy.add_trials(trials)
-    return get_param_importances(copy, evaluator=evaluator)
+    with warnings.catch_warnings():  # PED-ANOVA warns on values tried once; its column is a second opinion
+        warnings.simplefilter("ignore", UserWarning)
+        return get_param_importances(copy, evaluator=evaluator)
 
 
 def normalised(values: Mapping[str, float]) -> dict[str, float]:
