@@ -40,6 +40,7 @@ minute, against one tuner alone on the same back end without faults
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import re
@@ -101,26 +102,21 @@ class Events:
     notes: list[str] = field(default_factory=list)
 
 
-def marked_processes(mark: str) -> list:
+def marked_processes(mark: str, since: float) -> list[tuple]:
+    """(process, description) of the live processes carrying ``mark`` (started by this soak)."""
     import psutil
 
     found = []
     for process in psutil.process_iter():
         try:
-            if process.pid != os.getpid() and process.environ().get(MARK_VARIABLE) == mark:
-                found.append(process)
+            if (process.pid != os.getpid() and process.environ().get(MARK_VARIABLE) == mark
+                    and process.status() != psutil.STATUS_ZOMBIE):
+                age = process.create_time() - since
+                found.append((process, f"{process.pid} (parent {process.ppid()}, started at +{age:.0f} s): "
+                                       f"{' '.join(process.cmdline())[:160]}"))
         except psutil.Error:
             continue
-    return [p for p in found if _status(p) != "zombie"]
-
-
-def _status(process) -> str:
-    import psutil
-
-    try:
-        return process.status()
-    except psutil.Error:
-        return "gone"
+    return found
 
 
 def tune_argv(storage: str, study: str, target: int, launcher: str, timeout_s: float) -> list[str]:
@@ -194,15 +190,19 @@ def soak(kind: str, storage: str, args, base: Path) -> dict:
         events.disk_full_s += time.monotonic() - mounted_at
     elapsed_s = time.monotonic() - started
     time.sleep(30)  # the watchdogs' grace, then anything the soak started must be gone
-    orphans = marked_processes(mark)
+    orphans = marked_processes(mark, time.time() - (time.monotonic() - started))
+    if orphans:  # keep the tuners' logs to see where they came from
+        for slot in slots:
+            shutil.copy(slot.log, Path(args.keep_logs) / f"{kind}-{slot.log.name}")
     leftovers = [p for d in (work, full) for p in d.glob("trial-*")]
     subprocess.run(["umount", "-l", str(full)], capture_output=True, check=False)
     measures = measure(storage, slots, target)
     measures.update(kind=kind, elapsed_s=elapsed_s, events=events, orphans=orphans, leftovers=len(leftovers))
     if args.baseline_trials:
         measures["baseline_per_min"] = baseline(storage, args.baseline_trials, base / "baseline", env)
-    for process in orphans:  # report them, then do not leave them behind
-        process.kill()
+    for process, _ in orphans:  # reported (with their description), then not left behind
+        with contextlib.suppress(Exception):
+            process.kill()
     return measures
 
 
@@ -277,8 +277,7 @@ def report(m: dict, tuners: int) -> str:
     if "baseline_per_min" in m:
         lines.append(f"  one tuner, no faults    {m['baseline_per_min']:5.1f} trials/min  -> "
                      f"{rate / m['baseline_per_min']:.2f}x with {tuners} tuners and faults")
-    for process in m["orphans"]:
-        lines.append(f"  orphan: {process.pid} {' '.join(process.cmdline())[:120]}")
+    lines += [f"  orphan: {description}" for _, description in m["orphans"]]
     lines += [f"  note: {note}" for note in events.notes]
     return "\n".join(lines)
 
@@ -296,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=40.0, help="hard limit per back end")
     parser.add_argument("--baseline-trials", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep-logs", default=tempfile.gettempdir(),
+                        help="where the tuners' logs are copied when orphans are found")
     args = parser.parse_args(argv)
     print(f"soak: {args.tuners} tuners x {args.trials} trials, kill -9 every ~{args.kill_every:g} s, "
           f"hang probability {args.hang:g}, timeout {args.timeout:g} s, VPIC-IO 2 ranks "

@@ -270,6 +270,8 @@ class Tuner:
         running: dict[Future, Any] = {}
         self._asked: int | None = None  # number of the trial being started, for the interrupt handler
         asking = True
+        if target is not None and trials.count_asked(study) >= target:
+            return  # other tuners asked the last trials: no runner to start
         self._notify("loop_started", study, asks if target is None else max(0, target - trials.count_asked(study)))
         cut_short: list = []  # trials this process failed because the loop ended early
         try:

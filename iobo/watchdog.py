@@ -18,8 +18,11 @@ its process: ``$IOBO_WATCHDOG_TAG`` (a random tag) is inherited by every
 process started from then on, whatever its parent.  When the tuner is gone,
 the watchdog sends SIGTERM to every recorded or marked process still alive
 (and to their own descendants), then SIGKILL after ``GRACE_S`` seconds,
-and exits.  When the tuner leaves the ``with guard():`` block
-normally it stops the watchdog, which then touches nothing.
+and exits.  When the tuner leaves the ``with guard():`` block (its runner has
+stopped what it started by then), the watchdog ends the marked processes
+still alive (SIGUSR1: e.g. a Parsl block that started while Parsl was
+shutting down, which Parsl then never cancels) and exits: what the block
+started does not outlive it.
 
 A recorded process is identified by pid and start time, so a pid reused by
 an unrelated process is never signalled.
@@ -42,6 +45,7 @@ INTERVAL_S = 0.5
 """Seconds between two looks at the tuner's process tree."""
 GRACE_S = 3.0
 """Seconds between SIGTERM and SIGKILL for the processes a dead tuner left."""
+_LEAVING: list[int] = []  # in the watchdog: set by SIGUSR1, the guarded block has ended
 
 
 @contextlib.contextmanager
@@ -60,8 +64,10 @@ def guard() -> Iterator[subprocess.Popen | None]:
     before = os.environ.get(TAG_VARIABLE)
     watchdog = subprocess.Popen(
         [sys.executable, "-m", "iobo.watchdog", str(me.pid), repr(me.create_time()), tag],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
     )
+    watchdog.stdout.readline()  # "watching": its signal handlers are set (empty if it failed to start)
+    watchdog.stdout.close()
     os.environ[TAG_VARIABLE] = tag
     try:
         yield watchdog
@@ -70,9 +76,9 @@ def guard() -> Iterator[subprocess.Popen | None]:
             os.environ.pop(TAG_VARIABLE, None)
         else:
             os.environ[TAG_VARIABLE] = before
-        watchdog.terminate()  # we are alive: it must not touch anything
+        watchdog.send_signal(signal.SIGUSR1)  # end what is left of the marked processes, then exit
         try:
-            watchdog.wait(timeout=10)
+            watchdog.wait(timeout=4 * GRACE_S + 10)
         except subprocess.TimeoutExpired:
             watchdog.kill()
             watchdog.wait()
@@ -80,7 +86,7 @@ def guard() -> Iterator[subprocess.Popen | None]:
 
 def watch(pid: int, started: float, tag: str, interval_s: float = INTERVAL_S, grace_s: float = GRACE_S) -> int:
     """Record the descendants of process ``pid`` (started at ``started``) until it dies, then end them
-    and every process marked with ``tag``.
+    and every process marked with ``tag``; on SIGUSR1 (the guard's normal exit) end only the marked ones.
 
     Returns how many processes were signalled. Runs in the watchdog process.
     """
@@ -94,7 +100,7 @@ def watch(pid: int, started: float, tag: str, interval_s: float = INTERVAL_S, gr
         return 0
     me = os.getpid()
     known: dict[int, float] = {}  # pid -> start time
-    while True:
+    while not _LEAVING:
         try:
             if not tuner.is_running() or tuner.status() == psutil.STATUS_ZOMBIE:
                 break
@@ -107,6 +113,8 @@ def watch(pid: int, started: float, tag: str, interval_s: float = INTERVAL_S, gr
                     known[process.pid] = process.create_time()
         known = {p.pid: p.create_time() for p in _still_known(known)}
         time.sleep(interval_s)
+    if _LEAVING:  # the tuner is alive and done: only what it started inside the guard goes
+        known = {}
     left = {p.pid: p for p in _still_known(known) + marked(tag)}
     for process in _descendants(list(left.values())):
         left.setdefault(process.pid, process)
@@ -165,6 +173,9 @@ def _end(processes: list, grace_s: float) -> int:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))  # the tuner stops us: touch nothing
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))  # stopped from outside: touch nothing
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, lambda signum, frame: _LEAVING.append(signum))
+    print("watching", flush=True)
+    sys.stdout.close()
     watch(int(sys.argv[1]), float(sys.argv[2]), sys.argv[3])

@@ -73,6 +73,7 @@ def main(argv=None) -> int:
     parser.add_argument("--in-flight", type=int, default=1, help="trials running at once")
     args = parser.parse_args(argv)
     workdir = Path(args.workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)  # the tuner wants its workdir's parent to exist
     storage = args.storage or f"sqlite:///{workdir / 'iobo.db'}"
 
     tuner = iobo.Tuner(  # checks every setting before anything runs

@@ -16,8 +16,10 @@ ranks, space, study, storage, sampler, trials, max_in_flight) with
   prints it, so a Ray scheduler (``ASHAScheduler``, ``MedianStoppingRule``)
   can stop a slow trial early: Optuna records it PRUNED. A trial that runs to
   the end reports the whole run's bandwidth last; Optuna is told that value
-  (COMPLETE) with the Tuner's attrs. A failed kernel is a Ray error and a
-  FAIL trial.
+  (COMPLETE) with the Tuner's attrs; a stopped one keeps the step values it
+  reported, the one it was stopped at included. A failed kernel is a Ray
+  error and a FAIL trial. Ray's schedulers know no roles: a default run may
+  be stopped too (iobo's own pruners never stop one).
 
 Start Ray first with a fixed CPU count (``ray.init(num_cpus=2,
 include_dashboard=False)``); otherwise ``ray.tune`` starts a local Ray on
@@ -39,7 +41,7 @@ from typing import Any
 from ray.tune.search.optuna import OptunaSearch
 
 from iobo import kernels
-from iobo.launch import KernelJob, run_kernel
+from iobo.launch import KernelJob, remove_run_dirs, run_kernel
 from iobo.space import Space, Workload
 from iobo.storage import open_storage
 from iobo import _compat
@@ -76,6 +78,7 @@ def run(tuner: Tuner, scheduler=None, storage_path: str | None = None):
     )
     job = KernelJob(kernel=kernels.get(tuner.kernel), values={}, ranks=tuner.ranks, workdir=str(workdir),
                     options=tuner.kernel_options, launcher=tuner.launcher, timeout_s=tuner.timeout_s)
+    searcher.ended = []
     trainable = tune.with_resources(tune.with_parameters(_trial, job=job), {"cpu": tuner.ranks})
     tune.Tuner(
         trainable,
@@ -86,6 +89,8 @@ def run(tuner: Tuner, scheduler=None, storage_path: str | None = None):
         run_config=tune.RunConfig(name=tuner.study, storage_path=storage_path or str(workdir / "ray_results"),
                                   verbose=0),
     ).fit()
+    for trial_id in searcher.ended:  # a trial Ray stopped died with its worker: its run directory is left
+        remove_run_dirs(workdir, trial_id)
     return tuner.open_study()
 
 
@@ -133,8 +138,14 @@ class _StudySearch(OptunaSearch):
     run, whose attrs are then recorded on the Optuna trial.
     """
 
+    ended: list[str]  # the Ray trial ids that ended (their run directories are tagged with them); set by run()
+
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        self.ended.append(trial_id)
         if error or not result or FINAL not in result:
+            if not error and result and METRIC in result and "training_iteration" in result:
+                # the step the scheduler stopped it at reaches the searcher here, not in on_trial_result
+                _compat.optuna_search_trial(self, trial_id).report(result[METRIC], result["training_iteration"])
             super().on_trial_complete(trial_id, result=None, error=error)  # FAIL on error, else PRUNED
             return
         trial = _compat.optuna_search_trial(self, trial_id)

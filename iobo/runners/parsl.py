@@ -23,9 +23,15 @@ import sys
 from concurrent.futures import Future
 from pathlib import Path
 
-from iobo.errors import ConfigError
+from iobo.errors import ConfigError, JobEnded, KernelError
 from iobo.launch import KernelJob
 from iobo.runners.base import Runner
+
+
+WORKER_LOST = ("ManagerLost", "WorkerLost", "BadStateException")
+"""Parsl's errors for a task whose worker (or whole block) went away with it."""
+SCHEDULER_NOTICES = ("*** JOB", "CANCELLED", "TIME LIMIT", "walltime", "PREEMPT", "NODE FAIL")
+"""Words of a batch scheduler's notice, in a job's stderr, that it ended the job (Slurm's, PBS's)."""
 
 
 def _kernel_trial(job: KernelJob, parsl_resource_specification: dict | None = None) -> dict:
@@ -157,6 +163,7 @@ class ParslRunner(Runner):
         self._owned = None
         self._app = None
         self._mpi_mode = False
+        self._executors: list = []
 
     def __enter__(self) -> "ParslRunner":
         import parsl
@@ -169,8 +176,8 @@ class ParslRunner(Runner):
             self._owned = dfk = parsl.load(config)
         executors = [self._executor] if self._executor else "all"
         self._app = python_app(_kernel_trial, data_flow_kernel=dfk, executors=executors, cache=False)
-        chosen = [dfk.executors[label] for label in (executors if self._executor else dfk.executors)]
-        self._mpi_mode = any(getattr(executor, "enable_mpi_mode", False) for executor in chosen)
+        self._executors = [dfk.executors[label] for label in (executors if self._executor else dfk.executors)]
+        self._mpi_mode = any(getattr(executor, "enable_mpi_mode", False) for executor in self._executors)
         return self
 
     def submit(self, job: KernelJob) -> Future:
@@ -179,13 +186,58 @@ class ParslRunner(Runner):
             raise ConfigError("ParslRunner.submit was called outside its `with` block: use `with ParslRunner() as r:`")
         specification = job.launcher.resource_specification(job.ranks)
         if specification:
-            return self._app(job, parsl_resource_specification=specification)
+            return self._explained(self._app(job, parsl_resource_specification=specification))
         if self._mpi_mode:  # Parsl's MPI mode hangs on a task without one (Parsl issue #3427)
             raise ConfigError(
                 f"the Parsl executor runs in MPI mode but the trial's launcher {job.launcher!r} asks for no "
                 f"nodes; use iobo.launch.ParslMPIPrefixLauncher(), or an executor without MPI mode"
             )
-        return self._app(job)
+        return self._explained(self._app(job))
+
+    def _explained(self, future: Future) -> Future:
+        """``future``, except that a trial lost with its worker (Parsl's ``ManagerLost``: a batch job that hit
+        its walltime, was cancelled, lost its node) fails with a :class:`KernelError` naming the batch
+        jobs that ended and their state, as the scheduler tells Parsl's provider."""
+        explained: Future = Future()
+
+        def settle(done: Future) -> None:
+            error = done.exception()
+            if error is None:
+                explained.set_result(done.result())
+            elif isinstance(error, JobEnded) or type(error).__name__ not in WORKER_LOST:
+                explained.set_exception(error)
+            else:
+                explained.set_exception(KernelError(
+                    f"the Parsl worker running this trial was lost: {type(error).__name__}: {error}"
+                    f"{self._ended_batch_jobs()}"))
+
+        future.add_done_callback(settle)
+        return explained
+
+    def _ended_batch_jobs(self) -> str:
+        """``"; batch job 12: TIMEOUT (...)"``... for the executors' blocks whose batch job has ended.
+
+        Each with the state the provider reports and the scheduler's own
+        notice from the job's stderr (Slurm: ``*** JOB 12 ON n1 CANCELLED AT
+        ... DUE TO TIME LIMIT ***``): without an accounting database Parsl
+        sees an ended Slurm job only as gone, and reports it COMPLETED.
+        """
+        ended = []
+        for executor in self._executors:
+            provider, jobs = getattr(executor, "provider", None), getattr(executor, "blocks_to_job_id", {})
+            if provider is None or not jobs:
+                continue
+            try:
+                statuses = provider.status(list(jobs.values()))
+            except Exception as exc:  # the scheduler may be unreachable: the loss is still reported
+                ended.append(f"batch job states unknown ({type(exc).__name__}: {exc})")
+                continue
+            for job_id, status in zip(jobs.values(), statuses):
+                notice = _scheduler_notice(status.stderr_path)
+                if status.terminal and (notice or status.state.name != "COMPLETED"):
+                    ended.append(f"batch job {job_id}: {status.state.name}" + (f" ({notice})" if notice else ""))
+        return "; " + "; ".join(ended) if ended else ""
+
 
     def __exit__(self, *exc) -> None:
         if self._owned is not None:
@@ -195,3 +247,14 @@ class ParslRunner(Runner):
             if loaded_dfk() is self._owned:
                 parsl.clear()
             self._owned = None
+        self._executors = []
+
+
+def _scheduler_notice(stderr_path: str | None) -> str:
+    """The last line of a batch job's stderr in which the scheduler says why it ended ("" if none)."""
+    try:
+        lines = Path(stderr_path).read_text(errors="replace").splitlines()[-200:] if stderr_path else []
+    except OSError:
+        return ""
+    said = [line.strip() for line in lines if any(word in line for word in SCHEDULER_NOTICES)]
+    return said[-1][:300] if said else ""
