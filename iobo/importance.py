@@ -71,7 +71,8 @@ class Importance:
     the importance (sums to 1, most important first) from the GP fitted to
     every tuning trial; low / high: 10th and 90th percentiles of the share
     over ``resamples`` refits on random 80% subsets of the trials (the GP's
-    hyperparameters kept, conditioned on each subset);
+    hyperparameters kept, conditioned on each subset), widened to hold
+    ``share``;
     secondary: PED-ANOVA's shares (None with fewer than
     ``MIN_IMPORTANCE_TRIALS`` trials), shown as a second opinion; left_out:
     knobs the environment reported as never applied (not ranked).
@@ -143,8 +144,11 @@ def robust_importance(study, resamples: int = RESAMPLES, seed: int = 0, surrogat
                 (view, normalised({k: v for k, v in refit.main_effects(0).items() if k not in left_out}))
             if again is not None and again[0] == view:
                 draws.append(again[1])
-    low = {n: float(np.quantile([d.get(n, 0.0) for d in draws], 0.1)) if draws else share[n] for n in share}
-    high = {n: float(np.quantile([d.get(n, 0.0) for d in draws], 0.9)) if draws else share[n] for n in share}
+    # the range holds the point estimate too: refits on subsets can all land on one side of it
+    low = {n: min(share[n], float(np.quantile([d.get(n, 0.0) for d in draws], 0.1))) if draws else share[n]
+           for n in share}
+    high = {n: max(share[n], float(np.quantile([d.get(n, 0.0) for d in draws], 0.9))) if draws else share[n]
+            for n in share}
     secondary = param_importances(study)
     if secondary is not None:
         secondary = normalised({k: v for k, v in secondary.items() if k not in left_out})

@@ -125,3 +125,12 @@ def test_impact_order_activates_what_left_the_default_first_then_the_consensus()
     # the ablation gains are averaged over the earlier studies that have them
     other = {"gp-ablation": {"a": 0.0, "b": 0.0, "c": 1.0, "d": 0.0}}
     assert impact_order([earlier, other, without])[:2] == ["c", "a"]
+
+
+def test_the_importance_range_holds_its_point_estimate_and_draws_as_a_png(storage, tmp_path):
+    from iobo import plots
+
+    importance = robust_importance(synthetic_study(storage, "range"))
+    assert all(importance.low[n] <= importance.share[n] <= importance.high[n] for n in importance.share)
+    path = plots.save_png(plots.importance_chart(importance), tmp_path / "importance.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
