@@ -53,7 +53,8 @@ class Step:
     without_mb_per_s: tuple[float, ...]
 
     def describe(self) -> str:
-        verdict = "kept" if self.kept else "dropped: within noise"
+        verdict = "kept" if self.kept else ("dropped: slower with them" if self.interval[1] < 1.0
+                                            else "dropped: within noise")
         if not self.without_mb_per_s:
             return f"{', '.join(self.knobs)}: every run without them failed ({verdict})"
         low, high = self.interval
