@@ -82,6 +82,7 @@ config = Config(
 def tune(storage, scratch, config, launcher, trials=4):
     return [sys.executable, "-m", "iobo.cli", "tune", "vpic", "--ranks", "2", "--trials", str(trials),
             "--storage", storage, "--study", "slurm", "--workdir", str(scratch), "--sampler", "tpe",
+            "--no-warmup", "--confirm", "0",  # the first launch is the trial that must hang
             "--parsl-config", str(config), "--mpiexec", launcher, "--timeout", "600",
             "--option", f"particles={SMALL_VPIC['particles']}", "--option", f"steps={SMALL_VPIC['steps']}"]
 
