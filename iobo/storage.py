@@ -20,6 +20,8 @@ a study pass ``must_exist=True`` so a mistyped file name is not created.
 
 from __future__ import annotations
 
+import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,8 @@ from iobo.errors import ConfigError
 
 JOURNAL_SCHEME = "journal://"
 SQLITE_SCHEME = "sqlite:///"
+SCHEMA_RACE_ATTEMPTS = 5
+"""Tries to open a database whose tables several tuners starting at once are creating."""
 DEFAULT_STORAGE = "sqlite:///iobo.db"
 """Where studies go when no storage is named: an SQLite file in the current directory."""
 
@@ -45,19 +49,29 @@ def open_storage(storage: Any, must_exist: bool = False):
     path = _file_of(storage)
     if path is not None:
         _check_file(storage, path, must_exist)
-    try:
-        if storage.startswith(JOURNAL_SCHEME):
-            from optuna.storages.journal import JournalFileBackend
+    for attempt in range(SCHEMA_RACE_ATTEMPTS):
+        try:
+            if storage.startswith(JOURNAL_SCHEME):
+                from optuna.storages.journal import JournalFileBackend
 
-            opened = optuna.storages.JournalStorage(JournalFileBackend(str(path)))
-        else:
-            opened = optuna.storages.get_storage(storage)
-        opened.get_all_studies()  # reads the file / reaches the server now, not in the middle of a run
-    except ConfigError:
-        raise
-    except Exception as exc:
-        raise ConfigError(f"cannot open storage {storage}: {_why(storage, exc)}") from None
-    return opened
+                opened = optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+            else:
+                opened = optuna.storages.get_storage(storage)
+            opened.get_all_studies()  # reads the file / reaches the server now, not in the middle of a run
+            return opened
+        except Exception as exc:
+            if _lost_schema_race(exc) and attempt + 1 < SCHEMA_RACE_ATTEMPTS:
+                time.sleep(random.uniform(0.2, 1.0))  # another tuner is creating the tables: they will be there
+                continue
+            raise ConfigError(f"cannot open storage {storage}: {_why(storage, exc)}") from None
+
+
+def _lost_schema_race(exc: Exception) -> bool:
+    """True when opening a new database failed because another process was creating Optuna's tables at the
+    same moment (PostgreSQL: a duplicate key in its catalog; MySQL: table already exists)."""
+    text = str(exc)
+    return type(exc).__name__ in ("IntegrityError", "ProgrammingError", "OperationalError") and (
+        "duplicate key" in text or "already exists" in text)
 
 
 def _file_of(url: str) -> Path | None:
