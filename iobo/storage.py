@@ -20,6 +20,7 @@ a study pass ``must_exist=True`` so a mistyped file name is not created.
 
 from __future__ import annotations
 
+import random
 import time
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,8 @@ from iobo.errors import ConfigError
 
 JOURNAL_SCHEME = "journal://"
 SQLITE_SCHEME = "sqlite:///"
-SCHEMA_RACE_ATTEMPTS = 5  # tries to open a database whose tables another tuner is creating at the same moment
+SCHEMA_RACE_ATTEMPTS = 5
+"""Tries to open a database whose tables several tuners starting at once are creating."""
 DEFAULT_STORAGE = "sqlite:///iobo.db"
 """Where studies go when no storage is named: an SQLite file in the current directory."""
 
@@ -57,15 +59,19 @@ def open_storage(storage: Any, must_exist: bool = False):
                 opened = optuna.storages.get_storage(storage)
             opened.get_all_studies()  # reads the file / reaches the server now, not in the middle of a run
             return opened
-        except ConfigError:
-            raise
         except Exception as exc:
-            # several tuners creating a new database's tables at once: one wins, the others see its
-            # half-made schema (PostgreSQL: a unique violation in pg_type); the tables exist a moment later
-            if type(exc).__name__ in ("IntegrityError", "ProgrammingError") and attempt + 1 < SCHEMA_RACE_ATTEMPTS:
-                time.sleep(0.2 * (attempt + 1))
+            if _lost_schema_race(exc) and attempt + 1 < SCHEMA_RACE_ATTEMPTS:
+                time.sleep(random.uniform(0.2, 1.0))  # another tuner is creating the tables: they will be there
                 continue
             raise ConfigError(f"cannot open storage {storage}: {_why(storage, exc)}") from None
+
+
+def _lost_schema_race(exc: Exception) -> bool:
+    """True when opening a new database failed because another process was creating Optuna's tables at the
+    same moment (PostgreSQL: a duplicate key in its catalog; MySQL: table already exists)."""
+    text = str(exc)
+    return type(exc).__name__ in ("IntegrityError", "ProgrammingError", "OperationalError") and (
+        "duplicate key" in text or "already exists" in text)
 
 
 def _file_of(url: str) -> Path | None:

@@ -247,7 +247,7 @@ def test_three_tuners_on_one_study_stop_at_exactly_its_target(storage, scratch):
     assert len(tuning) == target
     assert all(t.state in (TrialState.COMPLETE, TrialState.FAIL) for t in trials)
     assert sum(t.state == TrialState.COMPLETE for t in tuning) == target
-    assert len({t.user_attrs["owner"] for t in tuning}) == 3  # each tuner ran some of them
+    assert len({t.user_attrs["owner"] for t in tuning}) >= 2  # they shared the work (a late starter may find none)
     surplus = [t for t in trials if not is_tuning(t)]
     assert all(t.user_attrs["fail_reason"].startswith("surplus") for t in surplus)
     assert not list(scratch.glob("trial-*"))

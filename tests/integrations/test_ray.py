@@ -33,7 +33,8 @@ class StopSearchTrials(FIFOScheduler):
         return TrialScheduler.STOP if trial.config != self.default else TrialScheduler.CONTINUE
 
 
-def test_ray_trials_land_in_the_tuners_study_and_stopped_ones_are_pruned(local_ray, storage, scratch):
+def test_ray_trials_land_in_the_tuners_study_and_stopped_ones_are_pruned(no_leftover_processes, local_ray, storage,
+                                                                         scratch):
     tuner = Tuner(kernel="vpic", ranks=1, trials=5, storage=storage, study="ray", workdir=str(scratch),
                   kernel_options=SMALL_VPIC, sampler=optuna.samplers.RandomSampler(seed=0), max_in_flight=2,
                   echo=None)
