@@ -234,12 +234,13 @@ def open_study(storage, name: str, sampler, made_for: Mapping[str, Any], space_n
     study = optuna.create_study(storage=open_storage(storage), study_name=name, direction="maximize",
                                 sampler=sampler, load_if_exists=True)
     stored = {k: study.user_attrs[k] for k in IDENTITY_KEYS if k in study.user_attrs}
-    if stored and stored != dict(made_for):
+    # another tuner may be writing the attrs right now, one at a time: a part that agrees is no mismatch
+    if stored and any(made_for.get(k, object()) != v for k, v in stored.items()):
         raise ConfigError(
             f"study {name!r} was made for {stored}; this run asks for {dict(made_for)}: "
             f"use another study name (--study, study=), or the settings the study was made for"
         )
-    if not stored:
+    if stored != dict(made_for):
         for key, value in made_for.items():
             study.set_user_attr(key, value)
         study.set_user_attr("space", list(space_names))
