@@ -201,7 +201,8 @@ class Tuner:
         self._notify("loop_started", study, asks if target is None else max(0, target - trials.count_asked(study)))
         cut_short: list = []  # trials this process failed because the loop ended early
         try:
-            with _sigterm_as_interrupt(), watchdog.guard(), self._runner() as runner:
+            with _sigterm_as_interrupt(), watchdog.guard() as guarded, self._runner() as runner:
+                guarded.end_on_exit = not runner.borrowed
                 try:
                     while asking or running:
                         while asking and len(running) < self.max_in_flight:
