@@ -30,7 +30,7 @@ not run), lost (a result a tuner printed that is not COMPLETE in the study,
 or an asked trial in no state above; target 0), left RUNNING at the end
 (target 0), orphan processes (a process the soak started still alive 30 s
 after the last tuner exited; target 0), leftover run directories (target
-0), configurations measured twice because a crash interrupted the first
+0), tuner runs that ended on an ``iobo: error`` (target 0), configurations measured twice because a crash interrupted the first
 measurement (a search trial whose parameters equal those of an earlier
 stale trial), failures by cause, and throughput: finished tuning trials per
 minute, against one tuner alone on the same back end without faults
@@ -230,9 +230,11 @@ def measure(storage: str, slots, target: int) -> dict:
     stale = {t.number for t in every if reason[t.number].startswith("stale")}
     surplus = {t.number for t in every if vocabulary.role(t) == vocabulary.ROLE_SURPLUS}
     told = {t.number for t in every if t.state.is_finished()} - stale - surplus
-    printed = set()
+    printed, errors = set(), []
     for slot in slots:
-        printed |= {int(n) for n in RESULT_LINE.findall(slot.log.read_text())}
+        text = slot.log.read_text()
+        printed |= {int(n) for n in RESULT_LINE.findall(text)}
+        errors += [line for line in text.splitlines() if line.startswith("iobo: error:")]
     complete = {t.number for t in every if t.state.name == "COMPLETE"}
     unaccounted = {t.number for t in every} - told - stale - surplus - {t.number for t in every if t.state.name == "RUNNING"}
     lost = (printed - complete) | unaccounted
@@ -243,7 +245,7 @@ def measure(storage: str, slots, target: int) -> dict:
     tuning = [t for t in every if vocabulary.is_tuning(t)]
     return dict(asked=len(every), told=len(told), stale=len(stale), surplus=len(surplus), lost=len(lost),
                 running=state.get("RUNNING", 0), tuning=len(tuning), target=target, complete=len(complete),
-                recrashed=recrashed, failures=failures, starts=sum(slot.starts for slot in slots))
+                recrashed=recrashed, failures=failures, starts=sum(slot.starts for slot in slots), errors=errors)
 
 
 def _cause(reason: str) -> str:
@@ -270,6 +272,7 @@ def report(m: dict, tuners: int) -> str:
         f"  left RUNNING at the end {m['running']:5d}   (target 0)",
         f"  orphan processes        {len(m['orphans']):5d}   (target 0)",
         f"  leftover run dirs       {m['leftovers']:5d}   (target 0)",
+        f"  tuner exits on an error {len(m['errors']):5d}   (target 0)",
         f"  configs re-measured after a crash {m['recrashed']:3d}",
         "  failures: " + (", ".join(f"{cause} {n}" for cause, n in m["failures"].most_common()) or "none"),
         f"  throughput              {rate:5.1f} tuning trials/min",
@@ -278,6 +281,7 @@ def report(m: dict, tuners: int) -> str:
         lines.append(f"  one tuner, no faults    {m['baseline_per_min']:5.1f} trials/min  -> "
                      f"{rate / m['baseline_per_min']:.2f}x with {tuners} tuners and faults")
     lines += [f"  orphan: {description}" for _, description in m["orphans"]]
+    lines += [f"  error: {line[:200]}" for line in m["errors"]]
     lines += [f"  note: {note}" for note in events.notes]
     return "\n".join(lines)
 

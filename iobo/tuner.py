@@ -15,7 +15,6 @@ interleaved, so the speedup is not one lucky run.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
@@ -259,16 +258,6 @@ class Tuner:
 
         return ParslRunner(self.parsl_config, self.max_in_flight, str(Path(self.workdir) / "runinfo"))
 
-    def _guard(self):
-        """The watchdog that ends what this tuner starts if it dies; none inside a pipeline's own Parsl
-        (a loaded DataFlowKernel): its worker processes are the pipeline's, not the tuner's to end."""
-        if self.runner is None:
-            from iobo.runners.parsl import loaded_dfk
-
-            if loaded_dfk() is not None:
-                return contextlib.nullcontext()
-        return watchdog.guard()
-
     def _loop(self, study, asks: int | None = None, target: int | None = None, stop_rule=None,
               interleave: bool = False) -> None:
         """Run trials until ``asks`` were asked here, or until the study's tuning trials reach ``target``.
@@ -286,7 +275,8 @@ class Tuner:
         self._notify("loop_started", study, asks if target is None else max(0, target - trials.count_asked(study)))
         cut_short: list = []  # trials this process failed because the loop ended early
         try:
-            with _sigterm_as_interrupt(), self._guard(), self._runner() as runner:
+            with _sigterm_as_interrupt(), watchdog.guard() as guarded, self._runner() as runner:
+                guarded.end_on_exit = not runner.borrowed  # a pipeline's own Parsl workers outlive the run
                 try:
                     remaining = asks if target is None else target - trials.count_asked(study)
                     if self.warmup and not self._warmed_up and remaining > 0:

@@ -22,7 +22,8 @@ and exits.  When the tuner leaves the ``with guard():`` block (its runner has
 stopped what it started by then), the watchdog ends the marked processes
 still alive (SIGUSR1: e.g. a Parsl block that started while Parsl was
 shutting down, which Parsl then never cancels) and exits: what the block
-started does not outlive it.
+started does not outlive it, unless the block used processes that must
+(``Guarded.end_on_exit = False``: a Parsl DataFlowKernel the caller loaded).
 
 A recorded process is identified by pid and start time, so a pid reused by
 an unrelated process is never signalled.
@@ -48,16 +49,26 @@ GRACE_S = 3.0
 _LEAVING: list[int] = []  # in the watchdog: set by SIGUSR1, the guarded block has ended
 
 
+class Guarded:
+    """What :func:`guard` yields: ``end_on_exit`` (default True) says whether leaving the block ends the
+    marked processes still alive; set it False when the block used processes started before it that must
+    outlive it (e.g. a Parsl DataFlowKernel the caller loaded, whose new blocks carry the mark)."""
+
+    def __init__(self, process: subprocess.Popen | None) -> None:
+        self.process = process
+        self.end_on_exit = True
+
+
 @contextlib.contextmanager
-def guard() -> Iterator[subprocess.Popen | None]:
+def guard() -> Iterator[Guarded]:
     """Within the block, a watchdog ends this process's descendants if this process dies.
 
-    Yields the watchdog's ``Popen`` (None where psutil is missing: nothing is guarded).
+    Yields a :class:`Guarded` (its ``process`` is None where psutil is missing: nothing is guarded).
     """
     try:
         import psutil
     except ImportError:  # psutil comes with Parsl; without it there is nothing to watch with
-        yield None
+        yield Guarded(None)
         return
     me = psutil.Process()
     tag = f"{me.pid}-{uuid.uuid4().hex}"
@@ -69,14 +80,16 @@ def guard() -> Iterator[subprocess.Popen | None]:
     watchdog.stdout.readline()  # "watching": its signal handlers are set (empty if it failed to start)
     watchdog.stdout.close()
     os.environ[TAG_VARIABLE] = tag
+    guarded = Guarded(watchdog)
     try:
-        yield watchdog
+        yield guarded
     finally:
         if before is None:
             os.environ.pop(TAG_VARIABLE, None)
         else:
             os.environ[TAG_VARIABLE] = before
-        watchdog.send_signal(signal.SIGUSR1)  # end what is left of the marked processes, then exit
+        # SIGUSR1: end what is left of the marked processes, then exit; SIGTERM: exit, touching nothing
+        watchdog.send_signal(signal.SIGUSR1 if guarded.end_on_exit else signal.SIGTERM)
         try:
             watchdog.wait(timeout=4 * GRACE_S + 10)
         except subprocess.TimeoutExpired:

@@ -15,7 +15,14 @@ from iobo.launch import KernelJob
 
 
 class Runner(abc.ABC):
-    """Submits kernel jobs; ``with runner:`` owns whatever it starts (workers, pools)."""
+    """Submits kernel jobs; ``with runner:`` owns whatever it starts (workers, pools).
+
+    ``borrowed`` is True, once entered, when the runner uses workers someone
+    else started and keeps (a Parsl DataFlowKernel the caller loaded): they
+    must outlive the run, so the tuner's watchdog leaves them alone.
+    """
+
+    borrowed: bool = False
 
     @abc.abstractmethod
     def submit(self, job: KernelJob) -> Future:

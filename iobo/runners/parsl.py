@@ -174,6 +174,7 @@ class ParslRunner(Runner):
         if dfk is None:
             config = self._config or local_config(self._max_workers, self._run_dir)
             self._owned = dfk = parsl.load(config)
+        self.borrowed = self._owned is None
         executors = [self._executor] if self._executor else "all"
         self._app = python_app(_kernel_trial, data_flow_kernel=dfk, executors=executors, cache=False)
         self._executors = [dfk.executors[label] for label in (executors if self._executor else dfk.executors)]
