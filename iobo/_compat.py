@@ -36,6 +36,17 @@ def set_trial_system_attr(study, trial, key: str, value: Any) -> None:
     study._storage.set_trial_system_attr(trial_id(trial), key, value)
 
 
+def set_study_system_attr(study, key: str, value: Any) -> None:
+    """Set a system attr of a study (``study._storage``, ``study._study_id``; optuna 5.0.0): iobo's own cache,
+    kept out of the user attrs the dashboard lists; Optuna 5's ``Study`` has no system attrs API."""
+    study._storage.set_study_system_attr(study._study_id, key, value)
+
+
+def study_system_attr(study, key: str) -> Any:
+    """A system attr of a study, or None (read as :func:`set_study_system_attr` writes it)."""
+    return study._storage.get_study_system_attrs(study._study_id).get(key)
+
+
 def trial_handle(study, trial):
     """An ``optuna.Trial`` for a finished ``FrozenTrial`` (optuna-dashboard's ``save_note`` wants one)."""
     import optuna

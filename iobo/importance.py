@@ -45,6 +45,7 @@ ROBUST_VIEWS = ("gp-ablation", "gp-sensitivity")
 first, its main effects when the ablation has nothing to say (the incumbent is the default)."""
 USER_ATTR = "importance"
 FIGURE_ID = "impact_ranking"
+GP_FIT_ATTR = "iobo:gp_fit"  # study system attr: the GP hyperparameters fit_surrogate found, and on what
 RESAMPLES = 10  # refits on random 80% subsets of the trials, for the interval of the robust view
 
 
@@ -205,14 +206,30 @@ def normalised(values: Mapping[str, float]) -> dict[str, float]:
 
 def fit_surrogate(study):
     """The GP fitted to the study's tuning trials (on one thread), or None with fewer than ``MIN_GP_TRIALS``
-    distinct configurations; pass it to :func:`rank_parameters` and :func:`robust_importance` to fit once."""
-    from iobo.surrogate import Surrogate, configuration_key
+    distinct configurations; pass it to :func:`rank_parameters` and :func:`robust_importance` to fit once.
+
+    The fitted hyperparameters are kept on the study (system attr ``GP_FIT_ATTR``, with the trial numbers
+    and inputs they were fitted on): on the same trials the next call conditions on them without refitting
+    (the same posterior), on more trials it starts its fit from them.
+    """
+    import numpy as np
+
+    from iobo import _compat
+    from iobo.surrogate import Surrogate, TrialData, common_distributions, configuration_key
 
     tuning = tuning_trials(study)
     if len({configuration_key(t.params) for t in tuning}) < MIN_GP_TRIALS:
         return None
+    data = TrialData.from_trials(tuning, common_distributions(tuning))
+    fitted_on = {"trials": sorted(t.number for t in data.usable), "inputs": list(data.encoding.names)}
+    kept = _compat.study_system_attr(study, GP_FIT_ATTR) or {}
+    warm = np.asarray(kept["theta"]) if kept.get("inputs") == fitted_on["inputs"] else None
+    same = warm is not None and kept.get("trials") == fitted_on["trials"]
     with _one_thread():
-        return Surrogate.from_trials(tuning)
+        surrogate = Surrogate.from_data(data, warm, optimise=not same)
+    if not same:
+        _compat.set_study_system_attr(study, GP_FIT_ATTR, {**fitted_on, "theta": surrogate.fit.posterior.theta.tolist()})
+    return surrogate
 
 
 def rank_parameters(study, seed: int = 0, methods=METHODS, surrogate=None) -> dict[str, dict[str, float]]:

@@ -60,6 +60,7 @@ from iobo.space import SIZE_RATIOS
 
 PROPOSAL_ATTR = "iobo:proposal"  # trial system attr: the configuration a sampler proposed (a running trial's params-to-be)
 MAX_CANDIDATES = 20_000  # larger spaces are scored on a seeded random sample of this many configurations
+SENSITIVITY_SAMPLES = 4_096  # configurations main effects average over (>= 200 per value of a 16-value parameter)
 GRID_LEVELS = 129  # values of an int or float range the GP chooses from (every value of a smaller range)
 
 
@@ -325,11 +326,11 @@ class Surrogate:
             return self.data.row(config)
         return self.encoding.to_row({n: v for n, v in config.items() if n in self.encoding.names})
 
-    def candidates(self, seed: int = 0) -> np.ndarray:
-        """Every configuration as index rows, or a seeded sample of ``MAX_CANDIDATES`` of a large space."""
-        if self.encoding.size() <= MAX_CANDIDATES:
+    def candidates(self, seed: int = 0, limit: int = MAX_CANDIDATES) -> np.ndarray:
+        """Every configuration as index rows, or a seeded sample of ``limit`` of a larger space."""
+        if self.encoding.size() <= limit:
             return self.encoding.enumerate()
-        return np.unique(self.encoding.random(MAX_CANDIDATES, np.random.default_rng(seed)), axis=0)
+        return np.unique(self.encoding.random(limit, np.random.default_rng(seed)), axis=0)
 
     def log_posterior(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and variance of the modelled value (``log(MB/s)`` for a bandwidth; larger is
@@ -380,12 +381,13 @@ class Surrogate:
 
         For parameter ``j``: the variance over its values of the mean
         prediction at that value (the others averaged over the candidates),
-        divided by the total variance of the predictions.  A conditional
+        divided by the total variance of the predictions (over every
+        configuration, or ``SENSITIVITY_SAMPLES`` of a larger space).  A conditional
         parameter is compared over the candidates where it is active, weighted
         by their share (``chunk_size`` does not inherit ``layout``'s effect).
         Not normalised to sum to 1: the remainder is what interactions explain.
         """
-        rows = self.candidates(seed)
+        rows = self.candidates(seed, SENSITIVITY_SAMPLES)
         mean, _ = self.log_posterior(rows)
         total = float(np.var(mean))
         effects = {}
@@ -410,31 +412,26 @@ class Surrogate:
         parameters equal in both configurations, or inactive in both, gain 0.
         What impact-first tuning needs: which parameters must leave the default.
         """
-        goal = self.incumbent
-        current = {n: v for n, v in self.encoding.to_config(self.row(start)).items()}
         names = self.encoding.names
-        children = {n: [p.name for p in self.encoding.params if p.parent and names[p.parent[0]] == n] for n in names}
+        goal = self.row(self.incumbent)
+        moves = {n: [j for j, p in enumerate(self.encoding.params) if names[j] == n or (p.parent and names[p.parent[0]] == n)]
+                 for n in names}  # a parameter moves with its conditional children
 
-        def moved(config: dict[str, Any], name: str) -> dict[str, Any]:
-            out = dict(config)
-            for n in (name, *children[name]):
-                out.pop(n, None)
-                if n in goal:
-                    out[n] = goal[n]
-            return out
+        def moved(row: np.ndarray, name: str) -> np.ndarray:
+            out = row.copy()
+            out[moves[name]] = goal[moves[name]]
+            return self.encoding.deactivate(out[None, :])[0]
 
-        def log_mean(config: dict[str, Any]) -> float:
-            return float(self.log_posterior(self.row(config)[None, :])[0][0])
-
-        gains = dict.fromkeys(self.encoding.names, 0.0)
-        here = log_mean(current)
+        gains = dict.fromkeys(names, 0.0)
+        current = self.row(start)
+        here = float(self.log_posterior(current[None, :])[0][0])
         while True:
-            row = self.row(current)
-            steps = {n: moved(current, n) for n in self.encoding.names}
-            steps = {n: c for n, c in steps.items() if not np.array_equal(self.row(c), row)}
+            steps = {n: moved(current, n) for n in names}
+            steps = {n: r for n, r in steps.items() if not np.array_equal(r, current)}
             if not steps:
                 return gains
-            scores = {n: log_mean(c) for n, c in steps.items()}
+            means = self.log_posterior(np.array(list(steps.values())))[0]  # one prediction per step
+            scores = {n: float(m) for n, m in zip(steps, means)}
             name = max(scores, key=lambda n: (scores[n], n))
             gains[name] = max(scores[name] - here, 0.0)
             current, here = steps[name], scores[name]

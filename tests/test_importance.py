@@ -134,3 +134,28 @@ def test_the_importance_range_holds_its_point_estimate_and_draws_as_a_png(storag
     assert all(importance.low[n] <= importance.share[n] <= importance.high[n] for n in importance.share)
     path = plots.save_png(plots.importance_chart(importance), tmp_path / "importance.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_fitted_gp_is_kept_on_the_study_and_reused_only_on_the_same_trials(storage):
+    from iobo import _compat
+    from iobo.importance import GP_FIT_ATTR, fit_surrogate
+
+    study = synthetic_study(storage, "kept", trials=30)
+    assert _compat.study_system_attr(study, GP_FIT_ATTR) is None
+    first = fit_surrogate(study)
+    kept = _compat.study_system_attr(study, GP_FIT_ATTR)
+    assert kept["trials"] == list(range(30)) and kept["theta"] == first.fit.posterior.theta.tolist()
+
+    again = fit_surrogate(optuna.load_study(study_name="kept", storage=storage))  # another process's view
+    assert np.array_equal(again.fit.posterior.theta, first.fit.posterior.theta)
+    assert np.allclose(again.log_posterior(again.measured)[0], first.log_posterior(first.measured)[0])
+
+    more = optuna.load_study(study_name="kept", storage=storage)
+    rng = np.random.default_rng(1)
+    for _ in range(5):  # 5 more search runs
+        config = {n: c[rng.integers(len(c))] for n, c in CHOICES.items()}
+        more.add_trial(create_trial(params=config, value=bandwidth(config, rng), user_attrs={"role": "search"},
+                                    distributions={n: CategoricalDistribution(c) for n, c in CHOICES.items()}))
+    refit = fit_surrogate(more)
+    assert _compat.study_system_attr(more, GP_FIT_ATTR)["trials"] == list(range(35))
+    assert not np.array_equal(refit.fit.posterior.theta, first.fit.posterior.theta)  # fitted again, from the kept one
