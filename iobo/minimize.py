@@ -10,9 +10,14 @@ when the 95% interval of the geometric mean of the pairwise ratios
 with / without lies above 1 (a t interval on log ratios: a drift of the
 machine cancels within each pair). A test that is undecided (its
 interval ends within 10% of 1, or holds 1 around an estimated gain above
-5%) gets as many pairs again, up to ``MAX_ROUNDS`` rounds. Knobs the
-environment reported as not applied (striping off Lustre) are reverted
-first, without measuring: they cannot matter here.
+5%) gets as many pairs again, up to ``MAX_ROUNDS`` rounds. Each change
+kept is then tested once more, with new pairs, on the minimal
+configuration itself, and stays only if that test keeps it too: one test
+at 95% keeps an inert knob once in twenty (more often on a loaded machine,
+whose noise is heavy-tailed), and a knob may pay only beside changes
+reverted after it was tested. Knobs the environment reported as not
+applied (striping off Lustre) are reverted first, without measuring: they
+cannot matter here.
 
 The result, a :class:`Minimal`, is what ``iobo best`` and ``iobo export``
 give by default, with each step's measured contribution.
@@ -42,7 +47,9 @@ class Step:
     ratio: geometric mean of the pairwise ratios MB/s with the changes over
     MB/s without (> 1: they help); interval: its 95% t interval; kept: True
     when the interval lies above 1 (the changes stay in the minimal
-    configuration); with_mb_per_s / without_mb_per_s: the runs, pair by pair.
+    configuration); with_mb_per_s / without_mb_per_s: the runs, pair by pair;
+    retest: the second, independent test of a kept change, on the minimal
+    configuration (the change stays only if both keep it).
     """
 
     knobs: tuple[str, ...]
@@ -51,6 +58,7 @@ class Step:
     kept: bool
     with_mb_per_s: tuple[float, ...]
     without_mb_per_s: tuple[float, ...]
+    retest: bool = False
 
     def describe(self) -> str:
         verdict = "kept" if self.kept else ("dropped: slower with them" if self.interval[1] < 1.0
@@ -58,6 +66,7 @@ class Step:
         if not self.without_mb_per_s:
             return f"{', '.join(self.knobs)}: every run without them failed ({verdict})"
         low, high = self.interval
+        verdict = f"re-test on the minimal configuration: {verdict}" if self.retest else verdict
         return (f"{', '.join(self.knobs)}: {self.ratio:.2f}x with vs without, 95% CI {low:.2f}x - {high:.2f}x "
                 f"({len(self.with_mb_per_s)} interleaved pairs; {verdict})")
 
@@ -77,8 +86,8 @@ class Minimal:
     not_applied: dict[str, str] = field(default_factory=dict)
 
     def contribution(self, knob: str) -> Step | None:
-        """The step that tested ``knob``, or None."""
-        return next((s for s in self.steps if knob in s.knobs), None)
+        """The last step that tested ``knob`` (its re-test, if it had one), or None."""
+        return next((s for s in reversed(self.steps) if knob in s.knobs), None)
 
     def describe(self) -> str:
         lines = [f"minimal configuration (from trial {self.from_trial}): "
@@ -94,7 +103,7 @@ class Minimal:
     @classmethod
     def from_attr(cls, attr: Mapping[str, Any]) -> "Minimal":
         steps = [Step(tuple(s["knobs"]), s["ratio"], tuple(s["interval"]), s["kept"], tuple(s["with_mb_per_s"]),
-                      tuple(s["without_mb_per_s"])) for s in attr["steps"]]
+                      tuple(s["without_mb_per_s"]), s.get("retest", False)) for s in attr["steps"]]
         return cls(attr["from_trial"], dict(attr["changes"]), steps, dict(attr["not_applied"]))
 
 
@@ -172,35 +181,52 @@ def walk_back(space, workload, incumbent: Mapping[str, Any], from_trial: int, me
         knobs = [k for k in tests.pop(0) if k in changed_knobs(space, current)]
         if not knobs:
             continue
-        candidate = revert(space, workload, current, knobs)
-        attrs = {"minimize_step": len(steps), "minimize_knobs": knobs}
-        pairs_done = _measure_pairs(measure, current, candidate, attrs, pairs)
-        if not any(w is not None for w, _ in pairs_done):
-            raise ConfigError(f"every run of the configuration being minimised failed while testing {knobs}; "
-                              f"see the failed trials' fail_reason")
-        complete = [(w, wo) for w, wo in pairs_done if w is not None and wo is not None]
-        if not any(wo is not None for _, wo in pairs_done):  # the changes are needed for the run to work at all
-            with_values = tuple(w for w, _ in pairs_done if w is not None)
-            steps.append(Step(tuple(knobs), float("inf"), (float("inf"), float("inf")), True, with_values, ()))
-            continue
-        ratio, interval = _paired(pairs_done)
-        for _ in range(MAX_ROUNDS - 1):
-            if not _undecided(ratio, interval):
-                break
-            pairs_done += _measure_pairs(measure, current, candidate, attrs, pairs, first=len(pairs_done))
-            ratio, interval = _paired(pairs_done)
-        complete = [(w, wo) for w, wo in pairs_done if w is not None and wo is not None]
-        with_values, without_values = (tuple(x) for x in zip(*complete)) if complete else ((), ())
-        kept = interval[0] > 1.0
-        if not kept:
-            current = candidate
-        elif len(knobs) > 1:  # the group matters as a whole: test each half (least important first)
-            half = len(knobs) // 2
+        step, candidate = _test(space, workload, measure, current, knobs, len(steps), pairs)
+        if step.kept and len(knobs) > 1 and step.without_mb_per_s:
+            half = len(knobs) // 2  # the group matters as a whole: test each half (least important first)
             tests = [knobs[:half], knobs[half:]] + tests
             continue
-        steps.append(Step(tuple(knobs), ratio, interval, kept, with_values, without_values))
+        if not step.kept:
+            current = candidate
+        steps.append(step)
+    # the re-test: each kept change once more, on the minimal configuration, with new pairs; it stays only if
+    # this independent test keeps it too (a change kept by one lucky test, or that paid only beside changes
+    # since reverted, goes). Smallest measured gain first.
+    kept = sorted((s for s in steps if s.kept and s.without_mb_per_s), key=lambda s: s.ratio)
+    for earlier in kept:
+        knobs = [k for k in earlier.knobs if k in changed_knobs(space, current)]
+        if not knobs:
+            continue
+        step, candidate = _test(space, workload, measure, current, knobs, len(steps), pairs, retest=True)
+        if not step.kept:
+            current = candidate
+        steps.append(step)
     changes = {k: current[k] for k in changed_knobs(space, current)}
     return Minimal(from_trial, changes, steps, not_applied)
+
+
+def _test(space, workload, measure: Measure, current, knobs, number: int, pairs: int,
+          retest: bool = False) -> tuple[Step, dict[str, Any]]:
+    """Measure ``current`` with and without ``knobs`` (interleaved pairs, more while undecided); the step and
+    the configuration without them."""
+    candidate = revert(space, workload, current, knobs)
+    attrs = {"minimize_step": number, "minimize_knobs": knobs}
+    pairs_done = _measure_pairs(measure, current, candidate, attrs, pairs)
+    if not any(w is not None for w, _ in pairs_done):
+        raise ConfigError(f"every run of the configuration being minimised failed while testing {knobs}; "
+                          f"see the failed trials' fail_reason")
+    if not any(wo is not None for _, wo in pairs_done):  # the changes are needed for the run to work at all
+        with_values = tuple(w for w, _ in pairs_done if w is not None)
+        return Step(tuple(knobs), float("inf"), (float("inf"), float("inf")), True, with_values, (), retest), candidate
+    ratio, interval = _paired(pairs_done)
+    for _ in range(MAX_ROUNDS - 1):
+        if not _undecided(ratio, interval):
+            break
+        pairs_done += _measure_pairs(measure, current, candidate, attrs, pairs, first=len(pairs_done))
+        ratio, interval = _paired(pairs_done)
+    complete = [(w, wo) for w, wo in pairs_done if w is not None and wo is not None]
+    with_values, without_values = (tuple(x) for x in zip(*complete)) if complete else ((), ())
+    return Step(tuple(knobs), ratio, interval, interval[0] > 1.0, with_values, without_values, retest), candidate
 
 
 def recommended(study, space, workload=None) -> tuple[dict[str, Any], str]:
