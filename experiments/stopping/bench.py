@@ -32,8 +32,10 @@ for the candidate rule, with the bound no rule can beat: the worst seed's
 best true value within the budget).  A fraction above 100% means stopping
 earlier, below 90% of the best, paid more per minute.
 
-Seeds 0-9 chose the candidate rule and its settings; the default
-``--first-seed 10`` reports held-out seeds.  Two references: a fixed budget
+Seeds 0-9 chose the candidate rule and its settings (the least summed
+shortfall from the target among the rules of
+:mod:`experiments.stopping.bound`, which also prints why no rule meets the
+target); the default ``--first-seed 10`` reports held-out seeds.  Two references: a fixed budget
 of 10 evaluations (also the best count on seeds 0-9), and stopping at the
 first search trial that beats the measured default by 10% (not a rule
 anyone should use: it shows what a RoTI target alone rewards).
