@@ -72,7 +72,7 @@ class Seed:
         p = self.progress[n]
         since = n - max(k for k in range(1, n + 1) if self.raised[k - 1])
         before = roti(p.best_mb_per_s[-3], p.default_mb_per_s, p.minutes[-3])
-        falling = -p.roti / before if before > 0 else -np.inf if p.roti > 0 else 0.0
+        falling = -p.roti / before if before > 0 and p.roti > 0 else -np.inf  # no gain: no evidence
         out = [n, since, p.best_mb_per_s[-1] / p.default_mb_per_s, falling]
         if gp:
             gain, incumbent, found = self.run["gains"][n - 1], self.run["incumbents"][n - 1], self.run["found"][n - 1]
