@@ -64,7 +64,8 @@ class Seed:
         best = np.maximum.accumulate(run["measured"])
         self.raised = [n == 1 or best[n - 1] > best[n - 2] for n in range(1, self.budget + 1)]
         self.forbidden = [n for n in self.evals if self.scores[n][2] < TARGET_WORST_BW]
-        self.window = [n for n in self.evals if self.scores[n][2] >= TARGET_WORST_BW and self.scores[n][1] >= TARGET_ROTI]
+        self.window = [n for n in self.evals
+                       if self.scores[n][2] >= TARGET_WORST_BW and self.scores[n][1] >= TARGET_ROTI]
         self.first = next((n for n in range(1, self.budget + 1) if self.scores[n][2] >= TARGET_WORST_BW), None)
 
     def signals(self, n: int, gp: bool) -> np.ndarray:
