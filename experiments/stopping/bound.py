@@ -27,7 +27,8 @@ before its first evaluation at >= 85% (a *forbidden* stop).  Printed:
    (:func:`experiments.stopping.bench.found_probability`).  An exact
    search (:func:`monotone_stops`) over all such rules, their stop regions
    fitted to the reported seeds in hindsight: when none meets the target,
-   no rule of the class can;
+   no rule of the class can; with ``--fit-seeds``, the rule fitted on other
+   seeds applied to the reported ones;
 3. the frontier of 884 rules (evaluation floors x RoTI past peak / new
    measured best / flat curve x GP thresholds) with settings chosen *on the
    reported seeds themselves* (optimistic): the best median among rules
@@ -135,6 +136,18 @@ def monotone_stops(seeds: list[Seed], gp: bool, max_nodes: int = 5_000_000) -> l
         return "undecided"
 
 
+def stop_region(seeds: list[Seed], stops: list[int], gp: bool) -> np.ndarray:
+    """The stop region of a :func:`monotone_stops` rule: the signals at its stops before the budget (the
+    region is every state with at least as much evidence as one of them)."""
+    return np.array([s.signals(n, gp) for s, n in zip(seeds, stops) if n < s.budget])
+
+
+def stop_in_region(seed: Seed, region: np.ndarray, gp: bool) -> int:
+    """Where a seed stops under the rule of stop region ``region`` (its first state in it, else the budget)."""
+    inside = (n for n in seed.evals if len(region) and np.any(np.all(seed.signals(n, gp) >= region, axis=1)))
+    return next(inside, seed.budget)
+
+
 def rule_family() -> dict:
     """name -> (seed, n) -> stop?: evaluation floor x curve test x GP threshold."""
     curve = {
@@ -178,10 +191,16 @@ def main(argv=None) -> int:
     parser.add_argument("--tables", default="vpic-tmpfs-3pass,ior-tmpfs-3pass")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--runs", type=Path, help="the bench's trajectory cache (JSON), read or written")
+    parser.add_argument("--fit-seeds", type=int, default=0, help="also fit the monotone rule on this many seeds "
+                        "from --fit-first-seed and apply it to the reported ones (a held-out test of the class)")
+    parser.add_argument("--fit-first-seed", type=int, default=0)
+    parser.add_argument("--fit-runs", type=Path, help="trajectory cache of the fit seeds")
     args = parser.parse_args(argv)
     tables = args.tables.split(",")
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     runs = load_runs(tables, seeds, args.budget, args.workers, args.runs)
+    fit = range(args.fit_first_seed, args.fit_first_seed + args.fit_seeds)
+    fit_runs = load_runs(tables, fit, args.budget, args.workers, args.fit_runs) if args.fit_seeds else []
     need = len(seeds) // 2
     family = {}
     print(f"seeds {seeds.start}-{seeds.stop - 1}; budget {args.budget}; the median part needs >= {need} of "
@@ -212,6 +231,16 @@ def main(argv=None) -> int:
                 scores = np.array([s.scores[n] for s, n in zip(mine, stops)])
                 print(f"{what} one meets it with its stop region fitted to these seeds in hindsight (median "
                       f"{np.median(scores[:, 1]):.1%}, worst {scores[:, 2].min():.1%}): not excluded")
+            if fit_runs:
+                fitted = [Seed(r) for r in fit_runs if r["table"] == table]
+                fit_stops = monotone_stops(fitted, gp)
+                if isinstance(fit_stops, list):
+                    region = stop_region(fitted, fit_stops, gp)
+                    scores = np.array([s.scores[stop_in_region(s, region, gp)] for s in mine])
+                    print(f"  the monotone rule fitted on seeds {fit.start}-{fit.stop - 1} (where it meets the target)"
+                          f" applied here: median {np.median(scores[:, 1]):.1%}, worst {scores[:, 2].min():.1%}")
+                else:
+                    print(f"  on seeds {fit.start}-{fit.stop - 1}: {'none meets the target' if fit_stops is None else 'undecided'}")
         family[table] = family_scores(mine)
         rows = [(m, w, name) for name, (m, w) in family[table].items()]
         safe = max((r for r in rows if r[1] >= TARGET_WORST_BW), default=None)
