@@ -240,7 +240,8 @@ def main(argv=None) -> int:
                     print(f"  the monotone rule fitted on seeds {fit.start}-{fit.stop - 1} (where it meets the target)"
                           f" applied here: median {np.median(scores[:, 1]):.1%}, worst {scores[:, 2].min():.1%}")
                 else:
-                    print(f"  on seeds {fit.start}-{fit.stop - 1}: {'none meets the target' if fit_stops is None else 'undecided'}")
+                    verdict = "none meets the target" if fit_stops is None else "undecided"
+                    print(f"  on seeds {fit.start}-{fit.stop - 1}: {verdict}")
         family[table] = family_scores(mine)
         rows = [(m, w, name) for name, (m, w) in family[table].items()]
         safe = max((r for r in rows if r[1] >= TARGET_WORST_BW), default=None)
