@@ -3,6 +3,7 @@
 import datetime as dt
 from dataclasses import replace
 
+import numpy as np
 import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution
@@ -13,7 +14,9 @@ from iobo.context import CONTEXT_ATTR, kernel_context
 from iobo.errors import ConfigError
 from iobo.kernels import vpic
 from iobo.space import MiB
-from iobo.transfer import propose, related_studies
+from iobo.samplers import GPSampler
+from iobo.surrogate import PRIOR_WEIGHT_ATTR
+from iobo.transfer import fit_transfer, propose, related_studies
 
 from support.sizes import SMALL_VPIC
 
@@ -87,6 +90,43 @@ def test_studies_of_other_kernels_or_without_a_baseline_are_left_out(earlier):
     assert [s.study_name for s in related_studies(earlier, "vpic", exclude="small-2")] == ["small-4", "large-2"]
     with pytest.raises(ConfigError, match="at least 2 completed trials"):
         propose([], kernel_context("vpic", 2, {}), SPACE, vpic.workload(2, vpic.SPEC.options))
+
+
+TUNED = ("files", "alignment_interval", "romio_ds_write", "sieve_buf_size")
+
+
+def weights_in_new_study(storage, model, right: bool, trials: int = 12) -> list[float]:
+    """Tune a new study of small writes at 8 ranks (the earlier small-write studies' optimum, a file per process,
+    is predicted best) with the transferred GP as the sampler's prior mean, on a measured bandwidth (3% noise)
+    where that optimum is ``right`` (2x) or wrong (0.5x, and 4 MiB+ alignment gives 2.5x); the prior mean's
+    weight at each GP proposal."""
+    rng = np.random.default_rng(0)
+
+    def bandwidth(trial):
+        config = {name: trial.suggest_categorical(name, SPACE[name].values) for name in TUNED}
+        per_process = config["files"] == "per_process"
+        if right:
+            speedup = 2.0 if per_process else 1.0
+        else:
+            speedup = (0.5 if per_process else 1.0) * (2.5 if config["alignment_interval"] >= 4 * MiB else 1.0)
+        return 100.0 * speedup * float(rng.lognormal(0.0, 0.03))
+
+    study = optuna.create_study(storage=storage, study_name=f"new-{right}", direction="maximize",
+                                sampler=GPSampler(seed=0, prior_mean=model, n_startup_trials=2))
+    for _ in range(3):
+        study.enqueue_trial({name: SPACE[name].default for name in TUNED})
+    study.optimize(bandwidth, n_trials=trials)
+    return [t.system_attrs[PRIOR_WEIGHT_ATTR] for t in study.trials if PRIOR_WEIGHT_ATTR in t.system_attrs]
+
+
+def test_the_prior_mean_weight_falls_when_the_transferred_optimum_is_wrong(earlier):
+    context = replace(kernel_context("vpic", 8, {"particles": 1024}), fs_type="tmpfs")
+    model = fit_transfer(related_studies(earlier, "vpic"), context, SPACE)
+    wrong = weights_in_new_study(earlier, model, right=False)
+    assert len(wrong) >= 7 and wrong[0] > 0.5  # trusted before the runs tell
+    assert max(wrong[-4:]) < 0.15
+    right = weights_in_new_study(earlier, model, right=True)
+    assert len(right) >= 7 and min(right) > 0.7
 
 
 def test_tune_warm_start_runs_the_predicted_best_first(capsys, earlier, scratch):
