@@ -129,27 +129,42 @@ def test_the_prior_mean_weight_falls_when_the_transferred_optimum_is_wrong(earli
     assert len(right) >= 7 and min(right) > 0.7
 
 
-def test_tune_warm_start_runs_the_predicted_best_first(capsys, earlier, scratch):
-    code = main(["tune", "vpic", "--ranks", "2", "--trials", "5", "--storage", earlier, "--study", "new",
-                 "--workdir", str(scratch), "--runner", "local", "--confirm", "0", "--warm-start",
+def tune(storage, scratch, study, trials, *flags):
+    return main(["tune", "vpic", "--ranks", "2", "--trials", str(trials), "--storage", storage, "--study", study,
+                 "--workdir", str(scratch), "--runner", "local", "--confirm", "0", *flags,
                  "--option", f"particles={SMALL_VPIC['particles']}", "--option", f"steps={SMALL_VPIC['steps']}"])
+
+
+def test_tune_warm_starts_by_default_from_related_studies(capsys, earlier, scratch):
+    assert tune(earlier, scratch, "new", 6) == 0  # no flag: on, as the storage holds earlier vpic studies
     out = capsys.readouterr().out
-    assert code == 0
+    assert "warm start from 3 earlier studies: small-2 (vpic on 2 rank(s)" in out and "large-2 (vpic" in out
     study = optuna.load_study(study_name="new", storage=earlier)
-    done = study.get_trials(states=(TrialState.COMPLETE,))  # the third transferred configuration waits
-    assert [t.user_attrs["origin"].split(":")[0] for t in done] == ["default"] * 3 + ["transfer"] * 2
-    assert len(study.get_trials(states=(TrialState.WAITING,))) == 1  # for a resumed study with a larger budget
+    done = study.get_trials(states=(TrialState.COMPLETE,))
+    assert [t.user_attrs["origin"].split(":")[0] for t in done] == ["default"] * 3 + ["transfer"] * 3
     expected = first_choice(earlier, 2, SMALL_VPIC["particles"], exclude="new")
-    assert [t.user_attrs["origin"] for t in done[3:]] == [t.origin for t in expected[:2]]
+    assert [t.user_attrs["origin"] for t in done[3:]] == [t.origin for t in expected]
     assert [t.user_attrs["predicted_speedup"] for t in done[3:]] == pytest.approx(
-        [t.predicted_speedup for t in expected[:2]])
+        [t.predicted_speedup for t in expected])
     assert f"#3 {expected[0].origin} {done[3].value:,.0f} MB/s (predicted {expected[0].predicted_speedup:.2f}x" in out
+    assert "how the transfer predicted:" in out and f"#3 {expected[0].predicted_speedup:.2f}x / " in out
+    assert tune(earlier, scratch, "new", 7) == 0  # resumed: the GP proposes with the transferred prior mean
+    study = optuna.load_study(study_name="new", storage=earlier)
+    last = study.trials[-1]
+    assert last.user_attrs["origin"] == "sampler" and 0.0 <= last.system_attrs[PRIOR_WEIGHT_ATTR] <= 1.0
+    assert "the sampler's weight on the transferred model" in capsys.readouterr().out
 
 
-def test_tune_warm_start_without_earlier_studies_starts_cold(capsys, storage, scratch):
-    code = main(["tune", "vpic", "--ranks", "2", "--trials", "4", "--storage", storage, "--study", "cold",
-                 "--workdir", str(scratch), "--runner", "local", "--confirm", "0", "--warm-start",
-                 "--option", f"particles={SMALL_VPIC['particles']}", "--option", f"steps={SMALL_VPIC['steps']}"])
+def test_tune_no_warm_start_starts_cold_despite_related_studies(capsys, earlier, scratch):
+    assert tune(earlier, scratch, "cold", 4, "--no-warm-start") == 0
+    assert "warm start" not in capsys.readouterr().out
+    study = optuna.load_study(study_name="cold", storage=earlier)
+    assert study.trials[3].user_attrs["origin"] == "sampler"
+    assert PRIOR_WEIGHT_ATTR not in study.trials[3].system_attrs
+
+
+def test_tune_without_related_studies_starts_cold_and_says_nothing_of_it(capsys, storage, scratch):
+    assert tune(storage, scratch, "cold", 4, "--warm-start") == 0  # the flag is still accepted
     out = capsys.readouterr().out
-    assert code == 0 and "no earlier study of kernel 'vpic'" in out and "starting cold" in out
+    assert "warm start" not in out and "transfer:" not in out
     assert optuna.load_study(study_name="cold", storage=storage).trials[3].user_attrs["origin"] == "sampler"
