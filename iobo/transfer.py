@@ -1,25 +1,28 @@
-"""Warm start: the first search trials of a new study from earlier studies of the same kernel.
+"""Warm start: a new study starts from earlier studies of the same kernel in other contexts.
 
-A first, minimal form of transfer (issue 19, item 2). The earlier studies in
-the storage that tuned the same kernel in another context (other ranks,
-sizes or file system, :mod:`iobo.context`) give:
+The earlier studies in the storage that tuned the same kernel in another
+context (other ranks, sizes or file system, :mod:`iobo.context`) give:
 
 - data: every completed tuning trial, as its speedup over its own study's
   baseline (bandwidth / median of the study's default runs), so that a
   faster machine or scale does not look like a better configuration;
 - one GP (:class:`iobo.surrogate.Surrogate`, the sampler's model) over the
   configuration *and* the context (``CONTEXT_FEATURES``: ranks, bytes per
-  call, file system), fitted to ``log(speedup)`` of all those trials;
-- candidates: each earlier study's best few configurations, ranked by the
-  GP's predicted speedup at the new study's context.
+  call, file system), fitted to ``log(speedup)`` of all those trials
+  (:func:`fit_transfer`, a :class:`TransferModel`);
+- candidates: each earlier study's best measured configurations, ranked by
+  the GP's predicted speedup at the new study's context.
 
-:func:`propose` returns the best-ranked candidates; ``iobo tune
---warm-start`` queues them right after the default runs (and the rules'
-trials), each with origin ``transfer:<study>#<trial>`` and the predicted
-speedup in the trial attr ``predicted_speedup``, so the report can set the
-prediction against the measurement. After that the study's own sampler
-decides, with the transferred trials as its data (the earlier trials do not
-enter the new study's GP: not done here).
+``iobo tune`` (warm start on by default when such studies exist;
+``Tuner(warm_start=True)``) queues the best-ranked candidates right after
+the default runs (before the rules' trials), each with origin
+``transfer:<study>#<trial>`` and the predicted speedup in the trial attr
+``predicted_speedup``, so the report can set the prediction against the
+measurement. After that the GP sampler decides with the model as its prior
+mean for the whole study (``GPSampler(prior_mean=...)``), weighted at each
+fit by how well it predicts the new study's own runs
+(:mod:`iobo.samplers._prior_mean`): a wrong transfer loses its weight
+within a few runs.
 """
 
 from __future__ import annotations
@@ -39,8 +42,9 @@ from iobo.space import Space, Workload
 CONTEXT_FEATURES = ("ranks", "access_bytes", "fs_type")
 """Context fields the GP takes as inputs: what is known before the new study's first run."""
 FEATURE_PREFIX = "context."
-TOP_PER_STUDY = 3
-"""Candidates: the best this many configurations (other than the default) of each earlier study."""
+TOP_PER_STUDY = 10
+"""Candidates: the best this many measured configurations (other than the default) of each earlier study, ranked
+at the new context by the GP (which also discounts a lucky single run)."""
 MIN_TRIALS = 2
 """Completed tuning trials an earlier study needs to take part."""
 
@@ -183,7 +187,7 @@ def fit_transfer(studies: Sequence, context: Context, space: Space) -> TransferM
     choices = {**{p.name: p.values for p in space}, **features}
     inputs = [{**config, **_feature_values(contexts[name], features)} for name, _, config, _ in runs]
     surrogate = Surrogate.from_runs(choices, inputs, [speedup for *_, speedup in runs])
-    basis = (f"a GP over {len(runs)} trials of {len(studies)} earlier studies with "
+    basis = (f"a GP over {len(runs)} trials of {len(studies)} earlier stud{'y' if len(studies) == 1 else 'ies'} with "
              f"{', '.join(f.removeprefix(FEATURE_PREFIX) for f in features) or 'no context'} as inputs")
     return TransferModel(surrogate, space, _feature_values(context, features),
                          tuple(sorted(best_of, key=lambda run: -run[3])), contexts, basis)

@@ -4,7 +4,7 @@ Each kernel was recorded at three contexts on a common 72-configuration
 grid (:data:`experiments.harness.recording.VPIC_CONTEXT_GRID`,
 ``IOR_CONTEXT_GRID``): VPIC-IO at 2 ranks on tmpfs (the 3-pass table,
 filtered to the grid), 1 rank on tmpfs and 2 ranks on the local disk with
-fsync; IOR at 2 and 4 ranks with 256 KiB accesses and 2 ranks with 16 KiB
+fsync; IOR at 2 and 1 rank(s) with 256 KiB accesses and 2 ranks with 16 KiB
 accesses.  For each context left out (the *target*) and each seed:
 
 - ``iobo-gp cold``: iobo's GP sampler from scratch (3 default runs, then a
@@ -72,7 +72,7 @@ from iobo.transfer import TransferModel, fit_transfer  # noqa: E402
 
 CONTEXTS = {
     "vpic": ("vpic-tmpfs-3pass", "vpic-tmpfs-1r", "vpic-disk"),
-    "ior": ("ior-tmpfs-3pass", "ior-tmpfs-small", "ior-tmpfs-4r"),
+    "ior": ("ior-tmpfs-3pass", "ior-tmpfs-small", "ior-tmpfs-1r"),
 }
 GRIDS = {"vpic": VPIC_CONTEXT_GRID, "ior": IOR_CONTEXT_GRID}
 LEFT_OUT = {"vpic": {"cb_buffer_size": 16 * MiB}, "ior": {"romio_ds_write": "automatic"}}

@@ -12,7 +12,7 @@ see both.
 
 The weight ``w`` in [0, 1] is re-estimated at each fit (:func:`prior_weight`):
 the posterior mean of the slope ``b`` in ``y = c + b m(x) + noise`` over the
-study's completed runs, with the prior ``b ~ N(1, PRIOR_SLOPE_SD^2)`` and a
+study's completed runs that ``m`` rates at or above their median, with the prior ``b ~ N(1, PRIOR_SLOPE_SD^2)`` and a
 noise of ``NOISE_SD`` (log units), clipped to [0, 1].  Before the runs tell
 ``m``'s values apart ``w`` is 1 (the model is trusted); when the
 configurations ``m`` ranks high measure no better than the others, the
@@ -34,6 +34,7 @@ import numpy as np
 from iobo.surrogate import Surrogate, TrialData, configuration_key
 
 PRIOR_SLOPE_SD = 0.5  # prior sd of the slope of the measured values on the prior mean (prior centre: 1)
+MIN_TOP = 3  # runs rated at or above the median that the weight is estimated from (else from all runs)
 NOISE_SD = 0.2  # sd (log units) of a run around the line: run-to-run noise plus what m(x) cannot know
 
 
@@ -47,7 +48,15 @@ class PriorMean(Protocol):
 
 
 def prior_weight(prior: np.ndarray, targets: np.ndarray) -> float:
-    """``w``: the slope of ``targets`` (``n``, log units) on ``prior`` (``n``) shrunk towards 1, in [0, 1]."""
+    """``w``: the slope of ``targets`` (``n``, log units) on ``prior`` (``n``) shrunk towards 1, in [0, 1].
+
+    Over the runs ``prior`` rates at or above their median (at least ``MIN_TOP`` of them; else over all): the
+    configurations the decision is between.  A model that only tells the bad from the good (a shared file
+    from a file per process) but ranks the good ones wrongly would misguide the search among them.
+    """
+    top = prior >= np.median(prior)
+    if top.sum() >= MIN_TOP:
+        prior, targets = prior[top], targets[top]
     m = prior - prior.mean()
     y = targets - targets.mean()
     shrink = (NOISE_SD / PRIOR_SLOPE_SD) ** 2  # the prior's weight, in units of sum((m - mean m)^2)
