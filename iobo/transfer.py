@@ -143,7 +143,8 @@ class TransferModel:
     def describe(self) -> str:
         """One line naming the earlier studies and their contexts."""
         studies = "; ".join(f"{name} ({context.describe()})" for name, context in self.contexts.items())
-        return f"warm start from {len(self.contexts)} earlier stud{'y' if len(self.contexts) == 1 else 'ies'}: {studies}"
+        n = len(self.contexts)
+        return f"warm start from {n} earlier stud{'y' if n == 1 else 'ies'}: {studies}"
 
     def propose(self, workload: Workload, n: int = 3, frozen: Mapping[str, str] = ()) -> list[Transferred]:
         """The ``n`` candidates predicted best here, best first; see :func:`propose`."""

@@ -62,7 +62,8 @@ from iobo._gp.optim import Excluded
 from iobo.samplers._checks import check_int
 from iobo.samplers._prior_mean import PriorMean, WeightedPrior
 from iobo.space import SIZE_RATIOS
-from iobo.surrogate import PRIOR_WEIGHT_ATTR, PROPOSAL_ATTR, Surrogate, TrialData, configuration_key, contains, grid, is_usable
+from iobo.surrogate import PROPOSAL_ATTR, Surrogate, TrialData, configuration_key, contains, grid, is_usable
+from iobo.surrogate import PRIOR_WEIGHT_ATTR
 
 REFIT_GROWTH = 1.1  # re-optimise the GP hyperparameters when the data grew by 10%
 STARTUP_BLOCKS = 20  # hypercubes tried for a start-up point that was not measured yet
