@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import random
 import sys
 import time
@@ -65,7 +66,7 @@ def main() -> None:
     csv_path = TABLES_DIR / f"{args.out or args.table}.csv"
     csv_path.parent.mkdir(exist_ok=True)
     names = columns(table["grid"])
-    started = time.time()
+    started, load_at_start = time.time(), os.getloadavg()
     failures = 0
     with csv_path.open("w", newline="") as handle:
         writer = csv.writer(handle)
@@ -87,7 +88,7 @@ def main() -> None:
         "options": table["options"], "workdir": table["workdir"], "passes": args.passes,
         "repeats": args.repeats * args.passes, "repeats_per_job": args.repeats, "configurations": len(configs),
         "failed": failures, "default": default_of(spec.space(), names), "grid": {"+".join(k) if isinstance(k, tuple) else k: v for k, v in table["grid"].items()},
-        "machine": machine(),
+        "machine": machine(), "load_avg_at_start": load_at_start,
         "started_unix": started, "wall_seconds": round(time.time() - started, 1),
         "note": "measured on a shared 2-core machine while other jobs ran; noise is part of the table",
     }

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from iobo import trials as study_trials
 from iobo.importance import MIN_GP_TRIALS, robust_importance
 from iobo.measure import MB, Spread, bootstrap_speedup
 from iobo.minimize import MINIMAL_ATTR, Minimal
+from iobo.surrogate import PRIOR_WEIGHT_ATTR
 from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, Baseline
 
 
@@ -42,7 +44,10 @@ class StudyReport:
     origins: (trial number, origin, MB/s or None) of every finished tuning
     trial, in trial order (:func:`iobo.trials.origin`); predicted: trial number
     -> the speedup over the default a warm start predicted for it
-    (:mod:`iobo.transfer`).
+    (:mod:`iobo.transfer`); prior_weights: (trial number, weight) of the
+    trials the GP sampler proposed with a warm start's prior mean, the
+    weight it gave the transferred model then (1: fully trusted, 0: not
+    used; :mod:`iobo.samplers._prior_mean`).
     """
 
     study: str
@@ -67,6 +72,7 @@ class StudyReport:
     context: str = ""
     origins: list[tuple[int, str, float | None]] = field(default_factory=list)
     predicted: dict[int, float] = field(default_factory=dict)
+    prior_weights: list[tuple[int, float]] = field(default_factory=list)
 
     @property
     def confirmed(self) -> bool:
@@ -173,6 +179,8 @@ class StudyReport:
             rows.append(("context", self.context))
         if self.origins:
             rows.append(("where trials came from", self.origins_text()))
+        if self.predicted or self.prior_weights:
+            rows.append(("how the transfer predicted", self.transfer_text()))
         if self.baseline:
             rows.append(("default (baseline)", self.baseline.describe()))
         if self.best_value is not None:
@@ -223,6 +231,23 @@ class StudyReport:
         if first is not None:
             text += f"; sampler from #{first}"
         return text
+
+    def transfer_text(self) -> str:
+        """The warm start's predicted against measured speedups of its transferred trials, and the weight the
+        sampler gave the transferred model at the first and the last trial it proposed."""
+        parts = []
+        measured = {number: value / self.default.median for number, _, value in self.origins
+                    if number in self.predicted and value is not None and self.default}
+        if measured:
+            pairs = ", ".join(f"#{n} {self.predicted[n]:.2f}x / {measured[n]:.2f}x" for n in sorted(measured))
+            error = sorted(abs(math.log(measured[n] / self.predicted[n])) for n in measured)[len(measured) // 2]
+            parts.append(f"transferred trials predicted / measured over the default: {pairs} (median error "
+                         f"{100 * (math.exp(error) - 1):.0f}%)")
+        if self.prior_weights:
+            (first_n, first_w), (last_n, last_w) = self.prior_weights[0], self.prior_weights[-1]
+            parts.append(f"the sampler's weight on the transferred model {first_w:.2f} at #{first_n}, "
+                         f"{last_w:.2f} at #{last_n} (1: trusted, 0: its predictions did not hold here)")
+        return "; ".join(parts) or "no transferred trial measured yet"
 
     def _prediction(self, number: int, value: float | None) -> str:
         if number not in self.predicted:
@@ -292,6 +317,7 @@ class StudyReport:
             "context": self.context,
             "origins": [{"trial": n, "origin": o, "mb_per_s": v, "predicted_speedup": self.predicted.get(n)}
                         for n, o, v in self.origins],
+            "prior_weights": [{"trial": n, "weight": w} for n, w in self.prior_weights],
         }
 
 
@@ -414,6 +440,8 @@ def build_report(study) -> StudyReport:
         context=context.describe() if context else "",
         origins=origins,
         predicted={t.number: t.user_attrs["predicted_speedup"] for t in trials if "predicted_speedup" in t.user_attrs},
+        prior_weights=[(t.number, t.system_attrs[PRIOR_WEIGHT_ATTR]) for t in trials
+                       if t.state in finished and PRIOR_WEIGHT_ATTR in t.system_attrs],
     )
 
 

@@ -59,6 +59,7 @@ from iobo._gp.encoding import ANY, INACTIVE, Encoding, infer_conditions
 from iobo.space import SIZE_RATIOS
 
 PROPOSAL_ATTR = "iobo:proposal"  # trial system attr: the configuration a sampler proposed (a running trial's params-to-be)
+PRIOR_WEIGHT_ATTR = "iobo:prior_weight"  # trial system attr: the weight of GPSampler's prior mean when it proposed it
 MAX_CANDIDATES = 20_000  # larger spaces are scored on a seeded random sample of this many configurations
 SENSITIVITY_SAMPLES = 4_096  # configurations main effects average over (>= 200 per value of a 16-value parameter)
 GRID_LEVELS = 129  # values of an int or float range the GP chooses from (every value of a smaller range)

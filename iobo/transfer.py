@@ -1,25 +1,28 @@
-"""Warm start: the first search trials of a new study from earlier studies of the same kernel.
+"""Warm start: a new study starts from earlier studies of the same kernel in other contexts.
 
-A first, minimal form of transfer (issue 19, item 2). The earlier studies in
-the storage that tuned the same kernel in another context (other ranks,
-sizes or file system, :mod:`iobo.context`) give:
+The earlier studies in the storage that tuned the same kernel in another
+context (other ranks, sizes or file system, :mod:`iobo.context`) give:
 
 - data: every completed tuning trial, as its speedup over its own study's
   baseline (bandwidth / median of the study's default runs), so that a
   faster machine or scale does not look like a better configuration;
 - one GP (:class:`iobo.surrogate.Surrogate`, the sampler's model) over the
   configuration *and* the context (``CONTEXT_FEATURES``: ranks, bytes per
-  call, file system), fitted to ``log(speedup)`` of all those trials;
-- candidates: each earlier study's best few configurations, ranked by the
-  GP's predicted speedup at the new study's context.
+  call, file system), fitted to ``log(speedup)`` of all those trials
+  (:func:`fit_transfer`, a :class:`TransferModel`);
+- candidates: each earlier study's best measured configurations, ranked by
+  the GP's predicted speedup at the new study's context.
 
-:func:`propose` returns the best-ranked candidates; ``iobo tune
---warm-start`` queues them right after the default runs (and the rules'
-trials), each with origin ``transfer:<study>#<trial>`` and the predicted
-speedup in the trial attr ``predicted_speedup``, so the report can set the
-prediction against the measurement. After that the study's own sampler
-decides, with the transferred trials as its data (the earlier trials do not
-enter the new study's GP: not done here).
+``iobo tune`` (warm start on by default when such studies exist;
+``Tuner(warm_start=True)``) queues the best-ranked candidates right after
+the default runs (before the rules' trials), each with origin
+``transfer:<study>#<trial>`` and the predicted speedup in the trial attr
+``predicted_speedup``, so the report can set the prediction against the
+measurement. After that the GP sampler decides with the model as its prior
+mean for the whole study (``GPSampler(prior_mean=...)``), weighted at each
+fit by how well it predicts the new study's own runs
+(:mod:`iobo.samplers._prior_mean`): a wrong transfer loses its weight
+within a few runs.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from iobo import trials
 from iobo.context import Context, study_context
 from iobo.errors import ConfigError, SpaceError
@@ -37,8 +42,9 @@ from iobo.space import Space, Workload
 CONTEXT_FEATURES = ("ranks", "access_bytes", "fs_type")
 """Context fields the GP takes as inputs: what is known before the new study's first run."""
 FEATURE_PREFIX = "context."
-TOP_PER_STUDY = 3
-"""Candidates: the best this many configurations (other than the default) of each earlier study."""
+TOP_PER_STUDY = 10
+"""Candidates: the best this many measured configurations (other than the default) of each earlier study, ranked
+at the new context by the GP (which also discounts a lucky single run)."""
 MIN_TRIALS = 2
 """Completed tuning trials an earlier study needs to take part."""
 
@@ -95,15 +101,72 @@ def related_studies(storage, kernel: str, exclude: str | None = None) -> list:
     return found
 
 
-def propose(studies: Sequence, context: Context, space: Space, workload: Workload, n: int = 3,
-            frozen: Mapping[str, str] = ()) -> list[Transferred]:
-    """The ``n`` configurations of ``studies`` the contextual GP predicts best at ``context``, best first.
+@dataclass(frozen=True)
+class TransferModel:
+    """The contextual GP over earlier studies' trials, read at one new context.
 
-    Configurations get ``frozen`` knobs (``{name: why}``, e.g. striping off
-    Lustre) at their defaults and are repaired to ``workload`` (e.g.
-    ``cb_nodes`` within the ranks); those that become the system default are
-    left out. Raises ``ConfigError`` when the studies hold fewer than 2
-    usable trials.
+    surrogate: the GP (inputs: the configuration and the context features;
+    output: ``log(speedup)`` over each study's baseline); space: the new
+    study's space; here: the new context's feature values; candidates: each
+    earlier study's best configurations as ``(study, trial, configuration,
+    speedup)``; contexts: the earlier studies' contexts by name; basis: what
+    the GP was fitted to, in words.
+
+    Also the prior mean of :class:`iobo.samplers.GPSampler` (``prior_mean``):
+    :meth:`predict` gives the transferred ``log(speedup)`` of the new study's
+    configurations.
+    """
+
+    surrogate: Any
+    space: Space
+    here: dict[str, Any]
+    candidates: tuple
+    contexts: dict[str, Context]
+    basis: str
+
+    def predict(self, params: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        """Predicted ``log(speedup)`` over the default at the new context (``n``) of ``n`` configurations
+        (parameters not in the space are ignored, missing ones are at their defaults; a configuration
+        the space does not allow gets the prediction of the default)."""
+        rows = []
+        for values in params:
+            try:
+                config = self.space.complete({k: v for k, v in values.items() if k in self.space})
+            except SpaceError:
+                config = self.space.default()
+            rows.append(self.surrogate.encoding.to_row({**config, **self.here}))
+        if not rows:
+            return np.zeros(0)
+        mean, _ = self.surrogate.log_posterior(np.array(rows))
+        return np.asarray(mean, dtype=float)
+
+    def describe(self) -> str:
+        """One line naming the earlier studies and their contexts."""
+        studies = "; ".join(f"{name} ({context.describe()})" for name, context in self.contexts.items())
+        n = len(self.contexts)
+        return f"warm start from {n} earlier stud{'y' if n == 1 else 'ies'}: {studies}"
+
+    def propose(self, workload: Workload, n: int = 3, frozen: Mapping[str, str] = ()) -> list[Transferred]:
+        """The ``n`` candidates predicted best here, best first; see :func:`propose`."""
+        default = self.space.default()
+        seen, ranked = set(), []
+        for name, number, config, speedup in self.candidates:  # a repeat: its best study
+            values, _ = self.space.repair({**config, **{k: default[k] for k in frozen or () if k in default}},
+                                          workload)
+            key = tuple(sorted((k, repr(v)) for k, v in values.items()))
+            if values == default or key in seen:
+                continue
+            seen.add(key)
+            predicted = float(math.exp(self.predict([values])[0]))
+            ranked.append(Transferred(values, name, number, speedup, predicted, self.basis))
+        ranked.sort(key=lambda t: -t.predicted_speedup)
+        return ranked[:n]
+
+
+def fit_transfer(studies: Sequence, context: Context, space: Space) -> TransferModel:
+    """Fit the contextual GP to every completed tuning trial of ``studies``, read at ``context``.
+
+    Raises ``ConfigError`` when the studies hold fewer than 2 usable trials.
     """
     from iobo.surrogate import Surrogate
 
@@ -125,21 +188,23 @@ def propose(studies: Sequence, context: Context, space: Space, workload: Workloa
     choices = {**{p.name: p.values for p in space}, **features}
     inputs = [{**config, **_feature_values(contexts[name], features)} for name, _, config, _ in runs]
     surrogate = Surrogate.from_runs(choices, inputs, [speedup for *_, speedup in runs])
-    here = _feature_values(context, features)
-    default = space.default()
-    basis = (f"a GP over {len(runs)} trials of {len(studies)} earlier studies with "
+    basis = (f"a GP over {len(runs)} trials of {len(studies)} earlier stud{'y' if len(studies) == 1 else 'ies'} with "
              f"{', '.join(f.removeprefix(FEATURE_PREFIX) for f in features) or 'no context'} as inputs")
-    seen, ranked = set(), []
-    for name, number, config, speedup in sorted(best_of, key=lambda run: -run[3]):  # a repeat: its best study
-        values, _ = space.repair({**config, **{k: default[k] for k in frozen or () if k in default}}, workload)
-        key = tuple(sorted((k, repr(v)) for k, v in values.items()))
-        if values == default or key in seen:
-            continue
-        seen.add(key)
-        mean, _ = surrogate.log_posterior(surrogate.encoding.to_row({**values, **here})[None, :])
-        ranked.append(Transferred(values, name, number, speedup, float(math.exp(mean[0])), basis))
-    ranked.sort(key=lambda t: -t.predicted_speedup)
-    return ranked[:n]
+    return TransferModel(surrogate, space, _feature_values(context, features),
+                         tuple(sorted(best_of, key=lambda run: -run[3])), contexts, basis)
+
+
+def propose(studies: Sequence, context: Context, space: Space, workload: Workload, n: int = 3,
+            frozen: Mapping[str, str] = ()) -> list[Transferred]:
+    """The ``n`` configurations of ``studies`` the contextual GP predicts best at ``context``, best first.
+
+    Configurations get ``frozen`` knobs (``{name: why}``, e.g. striping off
+    Lustre) at their defaults and are repaired to ``workload`` (e.g.
+    ``cb_nodes`` within the ranks); those that become the system default are
+    left out. Raises ``ConfigError`` when the studies hold fewer than 2
+    usable trials.
+    """
+    return fit_transfer(studies, context, space).propose(workload, n, frozen)
 
 
 def _config(trial, space: Space) -> dict[str, Any] | None:
@@ -166,15 +231,24 @@ def _feature_values(context: Context, features: Mapping[str, tuple]) -> dict[str
     return {name: getattr(context, name.removeprefix(FEATURE_PREFIX)) for name in features}
 
 
-def enqueue_transfer(study, storage, context: Context, space: Space, workload: Workload, frozen: Mapping[str, str],
-                     n: int = 3) -> tuple[list[Transferred], list[str]]:
-    """Queue :func:`propose`'s configurations from the other studies of ``context.kernel`` in ``storage`` as the
-    study's next search trials (after its default runs); once per study. Returns (queued now, notes)."""
-    earlier = related_studies(storage, context.kernel, exclude=study.study_name)
+def warm_start(storage, context: Context, space: Space, exclude: str | None = None) -> TransferModel | None:
+    """The transfer model of the studies of ``context.kernel`` in ``storage`` (``exclude`` left out) at
+    ``context``; None when none can take part (no related study, or fewer than 2 of their trials fit
+    ``space``): the study starts cold."""
+    earlier = related_studies(storage, context.kernel, exclude=exclude) if context.kernel else []
     if not earlier:
-        return [], [f"warm start: no earlier study of kernel {context.kernel!r} with {MIN_TRIALS}+ completed trials "
-                    f"in the storage; starting cold"]
-    chosen = propose(earlier, context, space, workload, n, frozen)
+        return None
+    try:
+        return fit_transfer(earlier, context, space)
+    except ConfigError:  # their trials are of another space of the kernel
+        return None
+
+
+def enqueue_transfer(study, model: TransferModel, workload: Workload, frozen: Mapping[str, str],
+                     n: int = 3) -> tuple[list[Transferred], list[str]]:
+    """Queue ``model``'s ``n`` best-predicted configurations as the study's next search trials (after its
+    default runs); once per study. Returns (queued now, notes)."""
+    chosen = model.propose(workload, n, frozen)
     have = {t.user_attrs.get(trials.ORIGIN_ATTR) for t in study.get_trials(deepcopy=False)}
     fresh = [t for t in chosen if t.origin not in have]
     trials.enqueue_first(study, [(t.values, t.trial_attrs()) for t in fresh])

@@ -84,7 +84,13 @@ class Tuner:
     unrecorded, before anything is measured (the first runs after start-up
     are cold: page cache, MPI start-up); default_every: queue one more
     default run after every this many search trials (0: never), so the
-    baseline is measured through the study and its drift is known.
+    baseline is measured through the study and its drift is known;
+    warm_start: start from the earlier studies of the kernel in ``storage``
+    (:mod:`iobo.transfer`; other ranks, sizes or file systems): the
+    configurations their contextual GP predicts best here run right after
+    the default runs, and the GP sampler made when ``sampler`` is None takes
+    that GP as its prior mean, weighted by how well it predicts this
+    study's runs; without such studies the study starts cold.
     """
 
     kernel: str | kernels.JobSpec = "vpic"
@@ -110,6 +116,7 @@ class Tuner:
     warmup: bool = True
     default_every: int = 10
     characterization: Mapping[str, Any] | None = None
+    warm_start: bool = False
 
     def __post_init__(self) -> None:
         checks = [
@@ -154,6 +161,8 @@ class Tuner:
         self.launcher.check(self.ranks)
         launch.prepare_workdir(self.workdir)
         self._warmed_up = False
+        self._transfer: Any = None  # the warm start's TransferModel (None: none found)
+        self._transfer_looked = False
         self.warmup_mb_per_s: list[float] = []  # the unrecorded warm-up runs of this tuner
 
     # -- public API ------------------------------------------------------------
@@ -163,6 +172,7 @@ class Tuner:
         record_context(study, kernel_context(self.kernel, self.ranks, self.kernel_options, self.characterization))
         self._fail_stale(study)
         self.enqueue_defaults(study)
+        self.enqueue_warm_start(study)
         finished = trials.count_finished(study)
         self._say(f"study {self.study!r} in {self.storage}: {finished} finished trial(s), target {self.trials}")
         self._loop(study, target=self.trials, stop_rule=self.stop_rule, interleave=True)
@@ -245,7 +255,8 @@ class Tuner:
         from iobo.samplers.registry import make_sampler
 
         made_for = self._spec.identity(self.ranks, self.kernel_options)
-        return trials.open_study(self.storage, self.study, self.sampler or make_sampler("gp", self.seed),
+        sampler = self.sampler or make_sampler("gp", self.seed, prior_mean=self.transfer_model())
+        return trials.open_study(self.storage, self.study, sampler,
                                  made_for, self.space.names,
                                  {trials.SPACE_ATTR: self.space.to_records(), **self._spec.description()})
 
@@ -500,6 +511,39 @@ class Tuner:
                 raise
             self._remove_run_dirs(trial)
             self._say(f"trial {trial.number} was left RUNNING by a dead tuner ({owner or 'unknown'}): marked FAIL")
+
+    def transfer_model(self):
+        """The warm start's :class:`iobo.transfer.TransferModel` (looked for once; saying which studies it
+        learnt from), or None: no ``warm_start``, or no earlier study of the kernel in the storage."""
+        if not self._transfer_looked:
+            from dataclasses import replace
+
+            from iobo.stack import filesystem_type
+            from iobo.transfer import warm_start
+
+            self._transfer_looked = True
+            if self.warm_start:
+                context = replace(kernel_context(self.kernel, self.ranks, self.kernel_options),
+                                  fs_type=filesystem_type(Path(self.workdir)))
+                self._transfer = warm_start(self.storage, context, self.space, exclude=self.study)
+                if self._transfer is not None:
+                    self._say(self._transfer.describe())
+        return self._transfer
+
+    def enqueue_warm_start(self, study) -> list:
+        """Queue the warm start's configurations (:meth:`transfer_model`) after the default runs, once per
+        study; returns the :class:`iobo.transfer.Transferred` queued now."""
+        model = self.transfer_model()
+        if model is None:
+            return []
+        from iobo.stack import environment_limits, filesystem_type
+        from iobo.transfer import enqueue_transfer
+
+        frozen = environment_limits(self.space, filesystem_type(Path(self.workdir)))
+        queued, _ = enqueue_transfer(study, model, self.workload, frozen)
+        for proposed in queued:
+            self._say(f"queued {proposed.origin}: {proposed.reason}")
+        return queued
 
     def enqueue_defaults(self, study) -> None:
         """Queue system-default runs until the study has ``default_repeats`` of them (also used by

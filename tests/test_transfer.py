@@ -3,6 +3,7 @@
 import datetime as dt
 from dataclasses import replace
 
+import numpy as np
 import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution
@@ -13,7 +14,9 @@ from iobo.context import CONTEXT_ATTR, kernel_context
 from iobo.errors import ConfigError
 from iobo.kernels import vpic
 from iobo.space import MiB
-from iobo.transfer import propose, related_studies
+from iobo.samplers import GPSampler
+from iobo.surrogate import PRIOR_WEIGHT_ATTR
+from iobo.transfer import fit_transfer, propose, related_studies
 
 from support.sizes import SMALL_VPIC
 
@@ -89,27 +92,79 @@ def test_studies_of_other_kernels_or_without_a_baseline_are_left_out(earlier):
         propose([], kernel_context("vpic", 2, {}), SPACE, vpic.workload(2, vpic.SPEC.options))
 
 
-def test_tune_warm_start_runs_the_predicted_best_first(capsys, earlier, scratch):
-    code = main(["tune", "vpic", "--ranks", "2", "--trials", "5", "--storage", earlier, "--study", "new",
-                 "--workdir", str(scratch), "--runner", "local", "--confirm", "0", "--warm-start",
+TUNED = ("files", "alignment_interval", "romio_ds_write", "sieve_buf_size")
+
+
+def weights_in_new_study(storage, model, right: bool, trials: int = 12) -> list[float]:
+    """Tune a new study of small writes at 8 ranks (the earlier small-write studies' optimum, a file per process,
+    is predicted best) with the transferred GP as the sampler's prior mean, on a measured bandwidth (3% noise)
+    where that optimum is ``right`` (2x) or wrong (0.5x, and 4 MiB+ alignment gives 2.5x); the prior mean's
+    weight at each GP proposal."""
+    rng = np.random.default_rng(0)
+
+    def bandwidth(trial):
+        config = {name: trial.suggest_categorical(name, SPACE[name].values) for name in TUNED}
+        per_process = config["files"] == "per_process"
+        if right:
+            speedup = 2.0 if per_process else 1.0
+        else:
+            speedup = (0.5 if per_process else 1.0) * (2.5 if config["alignment_interval"] >= 4 * MiB else 1.0)
+        return 100.0 * speedup * float(rng.lognormal(0.0, 0.03))
+
+    study = optuna.create_study(storage=storage, study_name=f"new-{right}", direction="maximize",
+                                sampler=GPSampler(seed=0, prior_mean=model, n_startup_trials=2))
+    for _ in range(3):
+        study.enqueue_trial({name: SPACE[name].default for name in TUNED})
+    study.optimize(bandwidth, n_trials=trials)
+    return [t.system_attrs[PRIOR_WEIGHT_ATTR] for t in study.trials if PRIOR_WEIGHT_ATTR in t.system_attrs]
+
+
+def test_the_prior_mean_weight_falls_when_the_transferred_optimum_is_wrong(earlier):
+    context = replace(kernel_context("vpic", 8, {"particles": 1024}), fs_type="tmpfs")
+    model = fit_transfer(related_studies(earlier, "vpic"), context, SPACE)
+    wrong = weights_in_new_study(earlier, model, right=False)
+    assert len(wrong) >= 7 and wrong[0] > 0.5  # trusted before the runs tell
+    assert max(wrong[-4:]) < 0.15
+    right = weights_in_new_study(earlier, model, right=True)
+    assert len(right) >= 7 and min(right) > 0.7
+
+
+def tune(storage, scratch, study, trials, *flags):
+    return main(["tune", "vpic", "--ranks", "2", "--trials", str(trials), "--storage", storage, "--study", study,
+                 "--workdir", str(scratch), "--runner", "local", "--confirm", "0", *flags,
                  "--option", f"particles={SMALL_VPIC['particles']}", "--option", f"steps={SMALL_VPIC['steps']}"])
+
+
+def test_tune_warm_starts_by_default_from_related_studies(capsys, earlier, scratch):
+    assert tune(earlier, scratch, "new", 6) == 0  # no flag: on, as the storage holds earlier vpic studies
     out = capsys.readouterr().out
-    assert code == 0
+    assert "warm start from 3 earlier studies: small-2 (vpic on 2 rank(s)" in out and "large-2 (vpic" in out
     study = optuna.load_study(study_name="new", storage=earlier)
-    done = study.get_trials(states=(TrialState.COMPLETE,))  # the third transferred configuration waits
-    assert [t.user_attrs["origin"].split(":")[0] for t in done] == ["default"] * 3 + ["transfer"] * 2
-    assert len(study.get_trials(states=(TrialState.WAITING,))) == 1  # for a resumed study with a larger budget
+    done = study.get_trials(states=(TrialState.COMPLETE,))
+    assert [t.user_attrs["origin"].split(":")[0] for t in done] == ["default"] * 3 + ["transfer"] * 3
     expected = first_choice(earlier, 2, SMALL_VPIC["particles"], exclude="new")
-    assert [t.user_attrs["origin"] for t in done[3:]] == [t.origin for t in expected[:2]]
+    assert [t.user_attrs["origin"] for t in done[3:]] == [t.origin for t in expected]
     assert [t.user_attrs["predicted_speedup"] for t in done[3:]] == pytest.approx(
-        [t.predicted_speedup for t in expected[:2]])
+        [t.predicted_speedup for t in expected])
     assert f"#3 {expected[0].origin} {done[3].value:,.0f} MB/s (predicted {expected[0].predicted_speedup:.2f}x" in out
+    assert "how the transfer predicted:" in out and f"#3 {expected[0].predicted_speedup:.2f}x / " in out
+    assert tune(earlier, scratch, "new", 7) == 0  # resumed: the GP proposes with the transferred prior mean
+    study = optuna.load_study(study_name="new", storage=earlier)
+    last = study.trials[-1]
+    assert last.user_attrs["origin"] == "sampler" and 0.0 <= last.system_attrs[PRIOR_WEIGHT_ATTR] <= 1.0
+    assert "the sampler's weight on the transferred model" in capsys.readouterr().out
 
 
-def test_tune_warm_start_without_earlier_studies_starts_cold(capsys, storage, scratch):
-    code = main(["tune", "vpic", "--ranks", "2", "--trials", "4", "--storage", storage, "--study", "cold",
-                 "--workdir", str(scratch), "--runner", "local", "--confirm", "0", "--warm-start",
-                 "--option", f"particles={SMALL_VPIC['particles']}", "--option", f"steps={SMALL_VPIC['steps']}"])
+def test_tune_no_warm_start_starts_cold_despite_related_studies(capsys, earlier, scratch):
+    assert tune(earlier, scratch, "cold", 4, "--no-warm-start") == 0
+    assert "warm start" not in capsys.readouterr().out
+    study = optuna.load_study(study_name="cold", storage=earlier)
+    assert study.trials[3].user_attrs["origin"] == "sampler"
+    assert PRIOR_WEIGHT_ATTR not in study.trials[3].system_attrs
+
+
+def test_tune_without_related_studies_starts_cold_and_says_nothing_of_it(capsys, storage, scratch):
+    assert tune(storage, scratch, "cold", 4, "--warm-start") == 0  # the flag is still accepted
     out = capsys.readouterr().out
-    assert code == 0 and "no earlier study of kernel 'vpic'" in out and "starting cold" in out
+    assert "warm start" not in out and "transfer:" not in out
     assert optuna.load_study(study_name="cold", storage=storage).trials[3].user_attrs["origin"] == "sampler"

@@ -51,6 +51,36 @@ SWEEPS = {
     },
 }
 
+# Sub-grids common to all contexts of a kernel, for the warm-start benchmark (experiments/warmstart): 72
+# configurations each, so a context records 5 interleaved passes in ~15 minutes.  The 2-rank tmpfs context is
+# the 3-pass table above filtered to these grids (the parameters left out at their value here).
+VPIC_CONTEXT_GRID = {
+    "files": ["shared", "per_process"],
+    ("layout", "chunk_size"): [("contiguous", None), ("chunked", 256 * KiB), ("chunked", 4 * MiB)],
+    "transfer_mode": ["independent", "collective"],
+    "alignment_interval": [1, 4 * MiB],
+    "romio_cb_write": ["automatic", "enable", "disable"],
+}  # cb_buffer_size at its default, 16 MiB
+IOR_CONTEXT_GRID = {
+    "files": ["shared", "per_process"],
+    "transfer_mode": ["independent", "collective"],
+    "cb_buffer_size": [MiB, 16 * MiB],
+    "romio_cb_write": ["automatic", "enable", "disable"],
+    "romio_cb_read": ["automatic", "enable", "disable"],
+}  # romio_ds_write at its default, automatic
+SWEEPS.update({
+    # VPIC-IO at 1 rank: same bytes per rank, the shared file is one process's (4-rank tables did not fit the
+    # recording budget: each job starts 4 Pythons on the 2 cores)
+    "vpic-tmpfs-1r": {**SWEEPS["vpic-tmpfs"], "ranks": 1, "grid": VPIC_CONTEXT_GRID},
+    # VPIC-IO at 2 ranks on the local disk, fsync before close (MEASURED.md: ~20% run-to-run CV)
+    "vpic-disk": {**SWEEPS["vpic-tmpfs"], "workdir": "/var/tmp/iobo-sweep", "grid": VPIC_CONTEXT_GRID},
+    # IOR at 1 rank: same bytes and transfers per rank
+    "ior-tmpfs-1r": {**SWEEPS["ior-tmpfs"], "ranks": 1, "grid": IOR_CONTEXT_GRID},
+    # IOR at 2 ranks with small accesses: 16 KiB transfers in 1 MiB blocks (another access size and data size)
+    "ior-tmpfs-small": {**SWEEPS["ior-tmpfs"], "grid": IOR_CONTEXT_GRID,
+                        "options": {**SWEEPS["ior-tmpfs"]["options"], "block_size": MiB, "transfer_size": 16 * KiB}},
+})
+
 
 def configurations(grid: dict) -> list[dict]:
     """Every assignment of the grid; tuple keys vary together (conditional pairs)."""

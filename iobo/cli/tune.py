@@ -67,9 +67,13 @@ def add_parser(sub) -> None:
                    help="no unrecorded warm-up runs of the default before measuring (they absorb cold starts)")
     p.add_argument("--no-minimize", action="store_true",
                    help="confirm the best trial's whole configuration, without testing which changes matter")
-    p.add_argument("--warm-start", action="store_true",
-                   help="first run the best configurations of earlier studies of this kernel in --storage (other "
-                        "ranks, sizes or file systems), ranked by a GP over their trials with the context as inputs")
+    p.add_argument("--warm-start", dest="warm_start", action="store_true", default=True,
+                   help="(the default) when --storage holds earlier studies of this kernel (other ranks, sizes or "
+                        "file systems), first run their best configurations, ranked by a GP over their trials with "
+                        "the context as inputs, and keep that GP as the sampler's prior mean, weighted by how well "
+                        "it predicts this study's runs")
+    p.add_argument("--no-warm-start", dest="warm_start", action="store_false",
+                   help="start cold even when --storage holds earlier studies of this kernel")
     p.add_argument("--from-darshan", metavar="LOG",
                    help="a Darshan log of the application: run the configurations its rules suggest (`iobo "
                         "characterize LOG --suggest`) first, after the default runs, and record its "
@@ -92,13 +96,15 @@ def run(args) -> int:
         default_repeats=args.default_repeats, timeout_s=args.timeout, seed=args.seed,
         launcher=common.launcher(args.mpiexec), runner=common.runner(args, args.in_flight),
         pruner=args.prune, stop_rule=RULES[args.stop_rule]() if args.stop_rule else None,
-        characterization=characterization, warmup=not args.no_warmup, **console_watchers(),
+        characterization=characterization, warmup=not args.no_warmup, warm_start=args.warm_start,
+        **console_watchers(),
     )
-    # impact-first reads earlier studies of the kernel: it needs the study's name, known once the tuner is made
-    tuner.sampler = make_sampler(args.sampler, args.seed, storage=tuner.storage,
-                                 kernel=kernels.get(tuner.kernel).name, study=tuner.study)
-    if suggestions is not None or args.warm_start:
-        _queue_first(tuner, suggestions, args.warm_start)
+    if args.sampler != "gp":  # the tuner makes the GP sampler itself (with a warm start's prior mean)
+        # impact-first reads earlier studies of the kernel: it needs the study's name, known once the tuner is made
+        tuner.sampler = make_sampler(args.sampler, args.seed, storage=tuner.storage,
+                                     kernel=kernels.get(tuner.kernel).name, study=tuner.study)
+    if suggestions is not None:
+        _queue_first(tuner, suggestions)
     study = tuner.run()
     if not trials.tuning_trials(study):
         failed = [t for t in study.get_trials(deepcopy=False) if t.state == trials.state("FAIL")]
@@ -154,33 +160,19 @@ def _rules_from(log: str):
     return suggestions, summary(characterization, suggestions)
 
 
-def _queue_first(tuner, suggestions, warm_start: bool) -> None:
-    """Queue the default runs, then the configurations transferred from earlier studies, then the rules' ones,
-    so that they run in that order."""
-    from dataclasses import replace
+def _queue_first(tuner, suggestions) -> None:
+    """Queue the default runs, then the configurations transferred from earlier studies (warm start), then the
+    rules' ones, so that they run in that order."""
     from pathlib import Path
 
-    from iobo.context import kernel_context
-    from iobo.stack import environment_limits, filesystem_type
+    from iobo.integrations.darshan_rules import enqueue_suggestions
+    from iobo.stack import filesystem_type
 
     study = tuner.open_study()
     tuner.enqueue_defaults(study)
-    fs_type = filesystem_type(Path(tuner.workdir))
-    queued, notes = [], []
-    if warm_start:
-        from iobo.transfer import enqueue_transfer
-
-        context = replace(kernel_context(tuner.kernel, tuner.ranks, tuner.kernel_options), fs_type=fs_type)
-        found = enqueue_transfer(study, tuner.storage, context, tuner.space, tuner.workload,
-                                 environment_limits(tuner.space, fs_type))
-        queued += found[0]
-        notes += found[1]
-    if suggestions is not None:
-        from iobo.integrations.darshan_rules import enqueue_suggestions
-
-        found = enqueue_suggestions(study, suggestions, tuner.space, tuner.workload, fs_type)
-        queued += found[0]
-        notes += found[1]
+    tuner.enqueue_warm_start(study)
+    queued, notes = enqueue_suggestions(study, suggestions, tuner.space, tuner.workload,
+                                        filesystem_type(Path(tuner.workdir)))
     for proposed in queued:
         print(f"queued {proposed.origin}: {proposed.reason}")
     for note in notes:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from iobo import _compat, trials
+from iobo.surrogate import PRIOR_WEIGHT_ATTR
 from iobo.tuner import TunerCallback
 
 # stable ids, so that saving again replaces a figure instead of adding one
@@ -116,6 +117,9 @@ def trial_note(trial, space=None) -> str:
         parts.append(f"**{trial.state.name}** ({role}): {attrs.get('fail_reason', 'no reason recorded')}")
     reason = attrs.get("origin_reason")
     parts.append(f"Origin: `{trials.origin(trial)}`" + (f": {reason}" if reason else ""))
+    if PRIOR_WEIGHT_ATTR in trial.system_attrs:
+        parts.append(f"Proposed by the GP with the warm start's transferred model as prior mean, weighted "
+                     f"{trial.system_attrs[PRIOR_WEIGHT_ATTR]:.2f} (1: trusted, 0: its predictions did not hold here)")
     if space is not None and "config" in attrs:
         from iobo.config import IOConfig
         from iobo.space import format_value

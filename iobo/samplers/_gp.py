@@ -60,8 +60,10 @@ from iobo.errors import ConfigError
 from iobo._gp.design import latin_index
 from iobo._gp.optim import Excluded
 from iobo.samplers._checks import check_int
+from iobo.samplers._prior_mean import PriorMean, WeightedPrior
 from iobo.space import SIZE_RATIOS
 from iobo.surrogate import PROPOSAL_ATTR, Surrogate, TrialData, configuration_key, contains, grid, is_usable
+from iobo.surrogate import PRIOR_WEIGHT_ATTR
 
 REFIT_GROWTH = 1.1  # re-optimise the GP hyperparameters when the data grew by 10%
 STARTUP_BLOCKS = 20  # hypercubes tried for a start-up point that was not measured yet
@@ -90,7 +92,14 @@ class GPSampler(BaseSampler):
     parameters are not both in the study, or not positive numbers, are
     left out); log_values: model ``log(value)`` (True: non-positive values
     count as failed runs), the values themselves (False), or ``log`` while
-    every completed value is positive (None, the default).
+    every completed value is positive (None, the default); prior_mean: a
+    model of the objective to start from (an object with ``predict(params:
+    Sequence[dict]) -> np.ndarray``: ``n`` configurations in, their
+    predicted ``log(value)`` up to a constant out; e.g. a warm start's
+    :class:`iobo.transfer.TransferModel`): the GP models what it leaves
+    unexplained, weighted at each fit by how well it predicts the study's
+    own runs (:mod:`iobo.samplers._prior_mean`; the weight is recorded on
+    each trial the GP proposes, system attr ``PRIOR_WEIGHT_ATTR``).
     """
 
     def __init__(
@@ -103,6 +112,7 @@ class GPSampler(BaseSampler):
         max_enumerate: int = 100_000,
         ratios: Sequence[tuple[str, str]] = SIZE_RATIOS,
         log_values: bool | None = None,
+        prior_mean: PriorMean | None = None,
     ) -> None:
         name = "GPSampler"
         if seed is not None:
@@ -129,6 +139,7 @@ class GPSampler(BaseSampler):
                 "e.g. [('cb_buffer_size', 'striping_unit')], or () for none"
             )
         self._ratios = tuple(tuple(pair) for pair in ratios)
+        self._prior = WeightedPrior(prior_mean) if prior_mean is not None else None  # the prior mean and its weight
         self._warm: dict[tuple, tuple[np.ndarray, int]] = {}  # encoding -> (hyperparameters, runs they were fitted on)
         self._seen: dict[str, tuple[int, dict, set]] = {}  # study -> (finished trials read, space, conflicting)
         self._startup_block: dict[tuple[str, int], int] = {}  # (study, trial number) -> hypercube of its start-up point
@@ -156,8 +167,12 @@ class GPSampler(BaseSampler):
         if not search_space or all(name in fixed for name in search_space):
             return {}
         with self._lock:  # one proposal at a time, each recorded before the next reads the pending trials
+            if self._prior is not None:  # the prior mean's weight in this proposal's fit (None: no fit)
+                self._prior.weight = None
             config = self._propose(study, trial, search_space)
             _compat.set_trial_system_attr(study, trial, PROPOSAL_ATTR, config)
+            if self._prior is not None and self._prior.weight is not None:
+                _compat.set_trial_system_attr(study, trial, PRIOR_WEIGHT_ATTR, self._prior.weight)
         return config
 
     def _propose(self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
@@ -311,7 +326,8 @@ class GPSampler(BaseSampler):
         theta, fitted_at = self._warm.get(key, (None, 0))
         n = len(data.targets)
         optimise = n >= REFIT_GROWTH * fitted_at
-        surrogate = Surrogate.from_data(data, theta, optimise=optimise)
+        fit = lambda d: Surrogate.from_data(d, theta, optimise=optimise)  # noqa: E731
+        surrogate = self._prior.fit(data, fit) if self._prior is not None else fit(data)  # with the prior mean
         if remember and (optimise or theta is None):
             self._warm = {key: (surrogate.fit.posterior.theta, n)}
         return surrogate

@@ -14,21 +14,27 @@ from iobo.errors import ConfigError
 
 SAMPLERS = ("gp", "impact-first", "tpe", "random")
 TPE_STARTUP_TRIALS = 5
+WARM_STARTUP_TRIALS = 2  # with a prior mean: the GP proposes once the default and one other configuration ran
 
 
 def make_sampler(name: str = "gp", seed: int = 0, *, storage=None, kernel: str | None = None,
-                 study: str | None = None):
+                 study: str | None = None, prior_mean=None):
     """The sampler called ``name``, seeded with ``seed``.
 
     ``impact-first`` takes its prior ranking from the rankings that earlier
     studies of ``kernel`` saved in ``storage`` (study ``study`` excluded);
-    with none saved (or no storage given), it screens first.
+    with none saved (or no storage given), it screens first.  ``gp`` takes
+    ``prior_mean`` (a warm start's :class:`iobo.transfer.TransferModel`, see
+    :class:`iobo.samplers.GPSampler`) and then models from its second
+    distinct configuration (``WARM_STARTUP_TRIALS``) instead of after a hypercube.
     """
     import optuna
 
     if name == "gp":
         from iobo.samplers import GPSampler
 
+        if prior_mean is not None:
+            return GPSampler(seed=seed, prior_mean=prior_mean, n_startup_trials=WARM_STARTUP_TRIALS)
         return GPSampler(seed=seed)
     if name == "impact-first":
         from iobo.importance import impact_order, stored_rankings
