@@ -112,9 +112,11 @@ def _gp_view(surrogate, default, left_out) -> tuple[str, dict[str, float]] | Non
     return (name, normalised(kept)) if kept else None
 
 
-def robust_importance(study, resamples: int = RESAMPLES, seed: int = 0, surrogate=None) -> Importance | None:
+def robust_importance(study, resamples: int = RESAMPLES, seed: int = 0, surrogate=None,
+                      ped_anova: Mapping[str, float] | None = None) -> Importance | None:
     """The GP ablation view (else its main effects) with 10-90% intervals over refits; None with fewer than
-    ``MIN_GP_TRIALS`` distinct configurations. surrogate: the study's GP if already fitted."""
+    ``MIN_GP_TRIALS`` distinct configurations. surrogate: the study's GP if already fitted; ped_anova:
+    :func:`param_importances` of the study if already computed (the secondary column)."""
     import numpy as np
 
     from iobo.surrogate import Surrogate, TrialData, common_distributions
@@ -150,7 +152,7 @@ def robust_importance(study, resamples: int = RESAMPLES, seed: int = 0, surrogat
            for n in share}
     high = {n: max(share[n], float(np.quantile([d.get(n, 0.0) for d in draws], 0.9))) if draws else share[n]
             for n in share}
-    secondary = param_importances(study)
+    secondary = param_importances(study) if ped_anova is None else ped_anova
     if secondary is not None:
         secondary = normalised({k: v for k, v in secondary.items() if k not in left_out})
     return Importance(view, share, low, high, len(draws), secondary, left_out)
@@ -172,11 +174,11 @@ def param_importances(study) -> dict[str, float] | None:
     proposed (the trials' params, before any constraint repair), most
     important first; None with fewer than ``MIN_IMPORTANCE_TRIALS`` of them.
     """
-    from optuna.importance import PedAnovaImportanceEvaluator
-
     tuning = tuning_trials(study)
     if len(tuning) < MIN_IMPORTANCE_TRIALS:
         return None
+    from optuna.importance import PedAnovaImportanceEvaluator  # loads scikit-learn (for fANOVA): ~1.5 s
+
     return _optuna_importances(tuning, PedAnovaImportanceEvaluator(target_quantile=IMPORTANCE_TOP_QUANTILE))
 
 
@@ -232,17 +234,19 @@ def fit_surrogate(study):
     return surrogate
 
 
-def rank_parameters(study, seed: int = 0, methods=METHODS, surrogate=None) -> dict[str, dict[str, float]]:
+def rank_parameters(study, seed: int = 0, methods=METHODS, surrogate=None,
+                    ped_anova: Mapping[str, float] | None = None) -> dict[str, dict[str, float]]:
     """Every view of ``methods`` that the study has enough trials for: method -> {parameter: importance}.
 
-    surrogate: the study's GP if already fitted (:func:`fit_surrogate`).
+    surrogate: the study's GP if already fitted (:func:`fit_surrogate`);
+    ped_anova: :func:`param_importances` of the study if already computed.
     fANOVA fits a random forest: the slowest view (seconds at 100 trials).
     """
     tuning = tuning_trials(study)
     ranking: dict[str, dict[str, float]] = {}
     if len(tuning) >= MIN_IMPORTANCE_TRIALS:
         if "ped-anova" in methods:
-            ranking["ped-anova"] = param_importances(study)
+            ranking["ped-anova"] = dict(ped_anova) if ped_anova is not None else param_importances(study)
         if "fanova" in methods:
             from optuna.importance import FanovaImportanceEvaluator
 

@@ -29,7 +29,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.optimize
 import torch
 import gpytorch
 from gpytorch.constraints import GreaterThan, Positive
@@ -230,6 +229,8 @@ def fit(x: np.ndarray, y: np.ndarray, tables, warm: np.ndarray | None = None, ma
 
     theta = theta0 = _flat(model)
     if maxiter > 0:
+        import scipy.optimize  # here: conditioning on kept hyperparameters (maxiter 0) does without its import
+
         result = scipy.optimize.minimize(loss_and_grad, theta0, jac=True, method="L-BFGS-B", options={"maxiter": maxiter})
         theta = result.x if np.isfinite(result.fun) else theta0
     _assign(model, theta)

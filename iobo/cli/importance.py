@@ -16,11 +16,13 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from iobo.importance import METHODS, fit_surrogate, rank_parameters, ranking_text, robust_importance, save_ranking
 
+    ped_anova = _ped_anova_meanwhile(args.storage, args.study)
     study = common.load_study(args.storage, args.study)
     surrogate = fit_surrogate(study)
-    importance = robust_importance(study, seed=args.seed, surrogate=surrogate)
+    secondary = ped_anova()
+    importance = robust_importance(study, seed=args.seed, surrogate=surrogate, ped_anova=secondary)
     methods = METHODS if args.all_views else tuple(m for m in METHODS if m != "fanova")
-    ranking = rank_parameters(study, args.seed, methods, surrogate)
+    ranking = rank_parameters(study, args.seed, methods, surrogate, ped_anova=secondary)
     if importance is None:
         print(ranking_text(ranking))
     else:
@@ -31,3 +33,37 @@ def run(args) -> int:
     if ranking:
         save_ranking(study, ranking)
     return 0
+
+
+def _ped_anova_meanwhile(storage: str, name: str | None):
+    """Start PED-ANOVA of the study in a forked process and return a function that waits for its result.
+
+    PED-ANOVA needs Optuna's importance package, whose import loads
+    scikit-learn (about 1.5 s), while the GP needs torch (about 1.5 s) and
+    its fit: in two processes they overlap (``iobo importance`` on 100 trials:
+    ``experiments/results/importance-time.txt``). Forked before torch is
+    loaded; without ``fork`` (not Linux) it runs in this process.
+    """
+    import multiprocessing
+
+    from iobo.importance import param_importances
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return lambda: param_importances(common.load_study(storage, name))
+    pool = multiprocessing.get_context("fork").Pool(1)
+    pending = pool.apply_async(_ped_anova_of, (storage, name))
+    pool.close()
+
+    def result():
+        try:
+            return pending.get()
+        finally:
+            pool.join()
+
+    return result
+
+
+def _ped_anova_of(storage: str, name: str | None):
+    from iobo.importance import param_importances
+
+    return param_importances(common.load_study(storage, name))
