@@ -15,7 +15,10 @@ kept is then tested once more, with new pairs, on the minimal
 configuration itself, and stays only if that test keeps it too: one test
 at 95% keeps an inert knob once in twenty (more often on a loaded machine,
 whose noise is heavy-tailed), and a knob may pay only beside changes
-reverted after it was tested. Knobs the environment reported as not
+reverted after it was tested. The re-test replicates a gain already
+selected, so its interval is an 80% one (``RETEST_LEVEL``: both tests
+keep an inert knob about once in 400 times, while a real gain is not
+dropped for want of a second 95% test). Knobs the environment reported as not
 applied (striping off Lustre) are reverted first, without measuring: they
 cannot matter here.
 
@@ -36,6 +39,10 @@ MINIMAL_ATTR = "minimal"
 """Study attr holding :meth:`Minimal.to_attr` of the latest walk."""
 MAX_ROUNDS = 3
 """A test measures ``pairs`` pairs, then as many again while it is undecided, up to this many rounds."""
+TEST_LEVEL = 0.95
+"""Confidence level of a test's t interval on the log ratios."""
+RETEST_LEVEL = 0.80
+"""Confidence level of the re-test of a kept change (a one-sided 90% bound above 1: a replication)."""
 NEGLIGIBLE_SHARE = 0.05
 """Knobs with less than this share of the GP ablation's importance are first tested (reverted) as one group."""
 
@@ -45,7 +52,7 @@ class Step:
     """One test: ``knobs`` reverted to their defaults together.
 
     ratio: geometric mean of the pairwise ratios MB/s with the changes over
-    MB/s without (> 1: they help); interval: its 95% t interval; kept: True
+    MB/s without (> 1: they help); interval: its t interval at ``level``; kept: True
     when the interval lies above 1 (the changes stay in the minimal
     configuration); with_mb_per_s / without_mb_per_s: the runs, pair by pair;
     retest: the second, independent test of a kept change, on the minimal
@@ -59,6 +66,7 @@ class Step:
     with_mb_per_s: tuple[float, ...]
     without_mb_per_s: tuple[float, ...]
     retest: bool = False
+    level: float = TEST_LEVEL
 
     def describe(self) -> str:
         verdict = "kept" if self.kept else ("dropped: slower with them" if self.interval[1] < 1.0
@@ -67,7 +75,7 @@ class Step:
             return f"{', '.join(self.knobs)}: every run without them failed ({verdict})"
         low, high = self.interval
         verdict = f"re-test on the minimal configuration: {verdict}" if self.retest else verdict
-        return (f"{', '.join(self.knobs)}: {self.ratio:.2f}x with vs without, 95% CI {low:.2f}x - {high:.2f}x "
+        return (f"{', '.join(self.knobs)}: {self.ratio:.2f}x with vs without, {self.level:.0%} CI {low:.2f}x - {high:.2f}x "
                 f"({len(self.with_mb_per_s)} interleaved pairs; {verdict})")
 
 
@@ -103,7 +111,8 @@ class Minimal:
     @classmethod
     def from_attr(cls, attr: Mapping[str, Any]) -> "Minimal":
         steps = [Step(tuple(s["knobs"]), s["ratio"], tuple(s["interval"]), s["kept"], tuple(s["with_mb_per_s"]),
-                      tuple(s["without_mb_per_s"]), s.get("retest", False)) for s in attr["steps"]]
+                      tuple(s["without_mb_per_s"]), s.get("retest", False), s.get("level", TEST_LEVEL))
+                 for s in attr["steps"]]
         return cls(attr["from_trial"], dict(attr["changes"]), steps, dict(attr["not_applied"]))
 
 
@@ -111,10 +120,10 @@ Measure = Callable[[Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]], list
 """Runs (configuration, trial attrs) pairs in order and returns each run's MB/s (None: it failed)."""
 
 
-def _paired(pairs_done) -> tuple[float, tuple[float, float]]:
+def _paired(pairs_done, level: float = TEST_LEVEL) -> tuple[float, tuple[float, float]]:
     """:func:`iobo.measure.paired_ratio` over the pairs where both runs completed (no interval with fewer than 2)."""
     complete = [(w, wo) for w, wo in pairs_done if w is not None and wo is not None]
-    return paired_ratio(*zip(*complete)) if len(complete) >= 2 else (1.0, (0.0, float("inf")))
+    return paired_ratio(*zip(*complete), level=level) if len(complete) >= 2 else (1.0, (0.0, float("inf")))
 
 
 def _undecided(ratio: float, interval: tuple[float, float]) -> bool:
@@ -218,15 +227,17 @@ def _test(space, workload, measure: Measure, current, knobs, number: int, pairs:
     if not any(wo is not None for _, wo in pairs_done):  # the changes are needed for the run to work at all
         with_values = tuple(w for w, _ in pairs_done if w is not None)
         return Step(tuple(knobs), float("inf"), (float("inf"), float("inf")), True, with_values, (), retest), candidate
-    ratio, interval = _paired(pairs_done)
+    level = RETEST_LEVEL if retest else TEST_LEVEL
+    ratio, interval = _paired(pairs_done, level)
     for _ in range(MAX_ROUNDS - 1):
         if not _undecided(ratio, interval):
             break
         pairs_done += _measure_pairs(measure, current, candidate, attrs, pairs, first=len(pairs_done))
-        ratio, interval = _paired(pairs_done)
+        ratio, interval = _paired(pairs_done, level)
     complete = [(w, wo) for w, wo in pairs_done if w is not None and wo is not None]
     with_values, without_values = (tuple(x) for x in zip(*complete)) if complete else ((), ())
-    return Step(tuple(knobs), ratio, interval, interval[0] > 1.0, with_values, without_values, retest), candidate
+    return (Step(tuple(knobs), ratio, interval, interval[0] > 1.0, with_values, without_values, retest, level),
+            candidate)
 
 
 def recommended(study, space, workload=None) -> tuple[dict[str, Any], str]:

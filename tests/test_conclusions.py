@@ -42,14 +42,14 @@ def test_the_cold_first_run_is_the_unrecorded_warm_up(cold_kernel, storage, scra
     cold_started = Path(os.environ["COLD_VPIC_MARKER"]).stat().st_mtime
     first = min(tr.datetime_start for tr in study.trials).timestamp()
     assert cold_started < first  # the cold run was over before the first recorded trial started...
-    assert 2 <= len(t.warmup_mb_per_s) <= 3 and min(t.warmup_mb_per_s) < 25  # ...as a warm-up (<= 21 MB/s)
+    assert 2 <= len(t.warmup_mb_per_s) <= 3 and min(t.warmup_mb_per_s) < 5  # ...as a warm-up (<= 4.2 MB/s)
 
 
 def test_a_recorded_cold_run_does_not_set_the_baseline(cold_kernel, storage, scratch):
     study = tuner(storage, scratch, kernel="cold", trials=4, warmup=False).run()
     defaults = sorted((t.number, t.value) for t in study.trials if t.user_attrs.get("role") == ROLE_DEFAULT)
     cold, warm = defaults[0][1], [v for _, v in defaults[1:]]
-    assert cold < 25 and cold < min(warm) / 2  # the slowed first run (<= 21 MB/s) was recorded...
+    assert cold < 5 and cold < min(warm) / 2  # the slowed first run (<= 4.2 MB/s) was recorded...
     report = build_report(study)
     assert report.default.median >= min(warm)  # ...but the baseline is the median, not the cold run
     assert report.roti_curve and report.roti_curve[-1][2] == pytest.approx(
@@ -67,7 +67,7 @@ def test_default_runs_are_interleaved_through_the_search(storage, scratch):
 def test_one_knob_carries_the_gain_and_only_it_is_exported(storage, scratch, capsys):
     """A file per process is the real gain on tmpfs (1.7-1.9x); the other changes are noise, striping cannot
     apply off Lustre. After minimize + confirm, export gives exactly files=per_process."""
-    t = tuner(storage, scratch, trials=8)
+    t = tuner(storage, scratch, trials=8, kernel_options={**OPTIONS, "particles": 1 << 18})  # 8 MiB a step: less noise
     study = t.open_study()
     t.enqueue_defaults(study)
     study.enqueue_trial({**t.space.default(), "files": "per_process", "sieve_buf_size": 1 << 20,
@@ -80,7 +80,8 @@ def test_one_knob_carries_the_gain_and_only_it_is_exported(storage, scratch, cap
     t.confirm(3, pairs=4)
     assert main(["export", "--storage", storage, "--study", "t", "--format", "json"]) == 0
     exported = capsys.readouterr().out
-    changed = {k: v for k, v in json.loads(exported).items() if v != t.space.default().get(k, v)}
+    default = t.space.default()  # a conditional knob (chunk_size) active only off the default is a change too
+    changed = {k: v for k, v in json.loads(exported).items() if k not in default or v != default[k]}
     report = build_report(study)
     assert report.minimal is not None and changed == report.best_config
     assert "files" in changed and "striping_factor" not in changed, report.text()
