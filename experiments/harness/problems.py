@@ -61,7 +61,7 @@ class Problem:
 
 
 # -- recorded tables -----------------------------------------------------------------
-def _parse(cell: str) -> Any:
+def parse_cell(cell: str) -> Any:
     """A CSV cell as a parameter value: ``None``, bools, ints, floats, else the string."""
     if cell == "None":
         return None
@@ -109,7 +109,7 @@ def load_table(path: str | Path, default: Config | None = None) -> Problem:
         runs: dict[tuple, list[float]] = {}
         configs: dict[tuple, dict[str, Any]] = {}
         for line in reader:
-            config = {n: _parse(line[n]) for n in names if line[n] != ""}
+            config = {n: parse_cell(line[n]) for n in names if line[n] != ""}
             key = tuple(sorted((n, repr(v)) for n, v in config.items()))
             configs[key] = config
             runs.setdefault(key, []).append(float(line["mb_per_s"]))

@@ -57,7 +57,7 @@ import optuna  # noqa: E402
 
 from experiments.harness import TABLES_DIR  # noqa: E402
 from experiments.harness.optimizers import measurement_rng, suggest  # noqa: E402
-from experiments.harness.problems import Problem, load_table  # noqa: E402
+from experiments.harness.problems import Problem, load_table, parse_cell  # noqa: E402
 from experiments.harness.recording import IOR_CONTEXT_GRID, VPIC_CONTEXT_GRID, columns, configurations  # noqa: E402
 from experiments.harness.runs import LEVELS, evaluations_to, median_iqr, pool_map, quiet_worker  # noqa: E402
 from iobo import kernels, trials  # noqa: E402
@@ -113,7 +113,7 @@ def target(table: str) -> Target:
         for row in reader:
             if any(n in row and row[n] != str(v) for n, v in fixed.items()):
                 continue
-            config = {n: _value(row[n]) for n in names if row[n] != ""}
+            config = {n: parse_cell(row[n]) for n in names if row[n] != ""}
             if _key(config) in wanted:
                 writer.writerow([row[n] for n in names] + [row["repeat"], row["mb_per_s"]])
     default = {n: v for n, v in meta["default"].items() if n in names}
@@ -122,15 +122,6 @@ def target(table: str) -> Target:
     options = spec.resolve_options(meta["options"])
     context = replace(kernel_context(kernel, meta["ranks"], options), fs_type=filesystem_type(Path(meta["workdir"])))
     return Target(table, load_table(out), context, spec.workload(meta["ranks"], options), spec.space().select(names))
-
-
-def _value(cell: str):
-    for kind in (int, float):
-        try:
-            return kind(cell)
-        except ValueError:
-            pass
-    return cell
 
 
 def _key(config: dict) -> tuple:
