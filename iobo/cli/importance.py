@@ -71,9 +71,13 @@ class _Worker:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._pool:
-            self._pool.terminate() if exc[0] else self._pool.close()
-            self._pool.join()
+        if self._pool is None:
+            return
+        if exc[0] is None:
+            self._pool.close()  # let a started save finish
+        else:
+            self._pool.terminate()
+        self._pool.join()
 
 
 def _ped_anova_of(storage: str, name: str | None):
