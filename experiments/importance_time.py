@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from experiments.harness.runs import commit
+
 RESULTS = Path(__file__).resolve().parent / "results" / "importance-time.txt"
 TARGET_S = 5.0
 
@@ -98,10 +100,9 @@ def main() -> int:
                 rows[arm].append((wall, cpu))
                 first_lines = first_lines or "\n".join(out.splitlines()[:3])
     load_after = os.getloadavg()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     lines = [
         f"# python -m experiments.importance_time --repeats {args.repeats} --trials {args.trials}   "
-        f"(at {commit}; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after; 2 cores)",
+        f"(at {commit()}; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after; 2 cores)",
         f"iobo importance on {args.trials} trials (VPIC space, 17 parameters), {args.repeats} repeats, seconds:",
     ]
     for arm, values in rows.items():

@@ -7,14 +7,18 @@
 - :func:`problem_of`: a problem by its spec (``synthetic:NAME``,
   ``table:PATH``, ``wide:PATH``), built once per process;
 - :func:`evaluations_to`, :func:`median_iqr`, :data:`LEVELS`: evaluations
-  until a target fraction of the best true value, and how they are printed.
+  until a target fraction of the best true value, and how they are printed;
+- :func:`commit`, :func:`write_report`: a report's first line names the
+  commit; the report goes to stdout and, when asked, to a file.
 """
 
 from __future__ import annotations
 
 import functools
 import multiprocessing
+import subprocess
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -67,3 +71,16 @@ def median_iqr(values: Sequence[float], budget: int) -> str:
     q1, med, q3 = np.percentile(values, [25, 50, 75])
     show = lambda v: f">{budget}" if v > budget else f"{v:.0f}" if v == int(v) else f"{v:.1f}"  # noqa: E731
     return f"{show(med)} [{show(q1)}-{show(q3)}]"
+
+
+def commit() -> str:
+    """The checked-out commit, short (empty outside a git checkout): for a report's first line."""
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+
+def write_report(lines: Sequence[str], out: str | None = None) -> None:
+    """Print the report ``lines``; also write them to the file ``out`` when given."""
+    text = "\n".join(lines)
+    print(text)
+    if out:
+        Path(out).write_text(text + "\n")

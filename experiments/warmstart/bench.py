@@ -45,7 +45,6 @@ import argparse  # noqa: E402
 import csv  # noqa: E402
 import functools  # noqa: E402
 import json  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -59,7 +58,15 @@ from experiments.harness import TABLES_DIR  # noqa: E402
 from experiments.harness.optimizers import measurement_rng, suggest  # noqa: E402
 from experiments.harness.problems import Problem, load_table, parse_cell  # noqa: E402
 from experiments.harness.recording import IOR_CONTEXT_GRID, VPIC_CONTEXT_GRID, columns, configurations  # noqa: E402
-from experiments.harness.runs import LEVELS, evaluations_to, median_iqr, pool_map, quiet_worker  # noqa: E402
+from experiments.harness.runs import (  # noqa: E402
+    LEVELS,
+    commit,
+    evaluations_to,
+    median_iqr,
+    pool_map,
+    quiet_worker,
+    write_report,
+)
 from iobo import kernels, trials  # noqa: E402
 from iobo.context import CONTEXT_ATTR, Context, kernel_context  # noqa: E402
 from iobo.errors import SpaceError  # noqa: E402
@@ -287,15 +294,10 @@ def main() -> None:
     for kernel, seed, out in pool_map(_task, tasks, args.jobs):
         results[(kernel, seed)] = out
         print(f"done {kernel} seed {seed} ({out['cpu_s']:.0f} CPU s)", file=sys.stderr, flush=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    head = (f"# {' '.join(['python -m experiments.warmstart.bench', *sys.argv[1:]])}; commit {commit}; "
+    head = (f"# {' '.join(['python -m experiments.warmstart.bench', *sys.argv[1:]])}; commit {commit()}; "
             f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end; "
             f"{time.time() - started:.0f} s wall")
-    lines = [head, *report(results, args.budget)]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    write_report([head, *report(results, args.budget)], args.out)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,105 @@
+"""What trial 1 of a warm start can reach when it only follows the evidence (issue 19's 90% target).
+
+For each context left out (as :mod:`experiments.warmstart.bench` does) this
+gives the earlier contexts' *whole* tables to the bound (far more than the
+warm start ever sees: it gets 30 noisy runs of each), and asks which
+configurations of the common grid an evidence-following first trial can
+propose.  A configuration is *dominated* when another one is better by at
+least ``--margin`` (default 10%, about one run's noise) in every earlier
+context: the earlier data say it is worse wherever they were measured, and
+nothing in them ranks it first at the new context.  With three contexts per
+kernel the held-out one takes a value of a feature (ranks, bytes per call,
+file system) that no earlier context has, or differs from the two along two
+features they do not separate, so no trend towards it can be learnt from
+them.  The bound is the best % of the target's best among the configurations
+that are not dominated: no evidence-following method's first trial does
+better, whatever its model.
+
+Printed per target: the undominated configurations (their % of each earlier
+context's best and of the target's best), the bound, and what the target
+needs (>= 90%).  Run from the project root (seconds)::
+
+    .venv/bin/python -m experiments.warmstart.bound
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from experiments.harness.runs import commit, write_report
+from experiments.warmstart.bench import CONTEXTS, target
+
+TARGET_PCT = 90.0
+
+
+def undominated(ratios: dict[tuple, list[float]], margin: float) -> list[tuple]:
+    """Keys of ``ratios`` (configuration -> its share of the best in each earlier context) that no other key
+    beats by a factor ``1 + margin`` in every earlier context."""
+    return [k for k, mine in ratios.items()
+            if not any(all(o >= m * (1 + margin) for o, m in zip(other, mine)) for other in ratios.values())]
+
+
+def bound_lines(kernel: str, margin: float) -> tuple[list[str], list[tuple[str, float]]]:
+    """The report of one kernel's contexts and ``[(target, bound %)]``."""
+    lines, bounds = [], []
+    tables = CONTEXTS[kernel]
+    problems = {name: target(name).problem for name in tables}
+    grid = list(problems[tables[0]].grid.configurations())
+    for goal in tables:
+        earlier = [name for name in tables if name != goal]
+        ratios = {_key(c): [problems[n].truth(c) / problems[n].best for n in earlier] for c in grid}
+        by_key = {_key(c): c for c in grid}
+        goal_pct = {k: 100 * problems[goal].truth(c) / problems[goal].best for k, c in by_key.items()}
+        free = sorted(undominated(ratios, margin), key=lambda k: -goal_pct[k])
+        bound = goal_pct[free[0]]
+        bounds.append((goal, bound))
+        lines.append(f"\n## {goal} left out; earlier: {', '.join(earlier)}")
+        lines.append(f"{'configuration':<100}" + "".join(f"{n[:18]:>20}" for n in earlier) + f"{goal[:18]:>20}")
+        for k in free:
+            lines.append(f"{_short(by_key[k]):<100}" + "".join(f"{100 * r:>19.0f}%" for r in ratios[k])
+                         + f"{goal_pct[k]:>19.0f}%")
+        above = [k for k in by_key if goal_pct[k] >= TARGET_PCT]
+        for k in above:
+            if k not in free:
+                beaten = max(ratios, key=lambda o: min(a / b for a, b in zip(ratios[o], ratios[k])))
+                lines.append(f"  {_short(by_key[k])} ({goal_pct[k]:.0f}% here) is dominated: earlier "
+                             f"{', '.join(f'{100 * r:.0f}%' for r in ratios[k])} of their best, against "
+                             f"{', '.join(f'{100 * r:.0f}%' for r in ratios[beaten])} for {_short(by_key[beaten])}")
+        verdict = "reachable" if bound >= TARGET_PCT else "OUT OF REACH"
+        lines.append(f"bound at trial 1: {bound:.0f}% of the best ({len(free)} undominated of {len(grid)}); "
+                     f"the target {TARGET_PCT:.0f}%: {verdict}")
+    return lines, bounds
+
+
+def _key(config: dict) -> tuple:
+    return tuple(sorted((n, repr(v)) for n, v in config.items()))
+
+
+def _short(config: dict) -> str:
+    return ", ".join(f"{n}={v}" for n, v in config.items())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--margin", type=float, default=0.10,
+                        help="a configuration better by this fraction in every earlier context dominates")
+    parser.add_argument("--out", help="write the report here too")
+    args = parser.parse_args()
+    lines = [f"# python -m experiments.warmstart.bound {' '.join(sys.argv[1:])}; commit {commit()}; "
+             f"load average {os.getloadavg()[0]:.1f}; truths: medians of the recorded repeats; margin "
+             f"{100 * args.margin:.0f}%"]
+    summary = []
+    for kernel in CONTEXTS:
+        more, bounds = bound_lines(kernel, args.margin)
+        lines += more
+        summary += bounds
+    lines.append(f"\n## summary: the best first trial an evidence-following warm start can propose "
+                 f"(target >= {TARGET_PCT:.0f}%)")
+    lines += [f"{name:<20}{b:5.0f}%  {'reachable' if b >= TARGET_PCT else 'OUT OF REACH'}" for name, b in summary]
+    write_report(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()
