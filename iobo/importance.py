@@ -241,6 +241,9 @@ def rank_parameters(study, seed: int = 0, methods=METHODS, surrogate=None,
     surrogate: the study's GP if already fitted (:func:`fit_surrogate`);
     ped_anova: :func:`param_importances` of the study if already computed.
     fANOVA fits a random forest: the slowest view (seconds at 100 trials).
+    Knobs the environment reported as never applied (study user attr
+    ``FROZEN_ATTR``, e.g. striping off Lustre) are left out of every view,
+    which is then renormalised: what the GP makes of them is noise.
     """
     tuning = tuning_trials(study)
     ranking: dict[str, dict[str, float]] = {}
@@ -259,7 +262,9 @@ def rank_parameters(study, seed: int = 0, methods=METHODS, surrogate=None,
         ablation = ablation_view(surrogate, default_config(study.get_trials(deepcopy=False)))
         if ablation is not None:
             ranking["gp-ablation"] = ablation
-    return ranking
+    left_out = study.user_attrs.get(FROZEN_ATTR, {})
+    kept = {m: {k: v for k, v in view.items() if k not in left_out} for m, view in ranking.items()}
+    return {m: normalised(view) for m, view in kept.items() if view}
 
 
 def ablation_view(surrogate, default: Mapping | None) -> dict[str, float] | None:

@@ -116,6 +116,19 @@ def test_robust_importance_leaves_out_knobs_that_cannot_apply(storage):
     assert importance.top == "cb_buffer_size"
 
 
+def test_every_stored_view_leaves_out_knobs_that_cannot_apply(storage):
+    """The ranking ``iobo importance`` stores (and draws on the dashboard) has no view that ranks a knob the
+    environment reported as not applied, even one the GP would credit."""
+    study = synthetic_study(storage, "frozen-views")
+    assert all(list(view)[0] == "stripes" for view in rank_parameters(study).values())  # it would lead every view
+    study.set_user_attr(FROZEN_ATTR, {"stripes": "not Lustre"})
+    ranking = rank_parameters(study)
+    assert set(ranking) == set(METHODS)
+    for method, view in ranking.items():
+        assert "stripes" not in view and sum(view.values()) == pytest.approx(1.0), method
+    assert ranking["gp-ablation"] and list(ranking["gp-ablation"])[0] == "cb_buffer_size"
+
+
 def test_impact_order_activates_what_left_the_default_first_then_the_consensus():
     earlier = {"gp-ablation": {"a": 0.9, "b": 0.1, "c": 0.0, "d": 0.0},
                "gp-sensitivity": {"d": 0.5, "a": 0.3, "c": 0.15, "b": 0.05}}
