@@ -119,7 +119,7 @@ def robust_importance(study, resamples: int = RESAMPLES, seed: int = 0, surrogat
     :func:`param_importances` of the study if already computed (the secondary column)."""
     import numpy as np
 
-    from iobo.surrogate import Surrogate, TrialData, common_distributions
+    from iobo.surrogate import Surrogate, TrialData
 
     surrogate = surrogate or fit_surrogate(study)
     if surrogate is None:
@@ -133,7 +133,7 @@ def robust_importance(study, resamples: int = RESAMPLES, seed: int = 0, surrogat
             return None
         view, share = found
         rng = np.random.default_rng(seed)
-        distributions = common_distributions(tuning)
+        distributions = modelled_distributions(study, tuning)
         draws = []
         for _ in range(resamples):
             subset = [tuning[i] for i in sorted(rng.choice(len(tuning), max(2, int(0.8 * len(tuning))), replace=False))]
@@ -206,6 +206,17 @@ def normalised(values: Mapping[str, float]) -> dict[str, float]:
     return dict(sorted(((n, v / total) for n, v in values.items()), key=lambda item: -item[1]))
 
 
+def modelled_distributions(study, tuning) -> dict:
+    """The parameters the importance GP models: every one the ``tuning`` trials have (name -> distribution),
+    less the knobs the environment reported as never applied (``FROZEN_ATTR``). Those stay at their defaults
+    whether or not a trial recorded them (the first run records them before the study knows), so as GP inputs
+    they would only tell that first run apart from the rest."""
+    from iobo.surrogate import common_distributions
+
+    left_out = study.user_attrs.get(FROZEN_ATTR, {})
+    return {n: d for n, d in common_distributions(tuning).items() if n not in left_out}
+
+
 def fit_surrogate(study):
     """The GP fitted to the study's tuning trials (on one thread), or None with fewer than ``MIN_GP_TRIALS``
     distinct configurations; pass it to :func:`rank_parameters` and :func:`robust_importance` to fit once.
@@ -217,12 +228,12 @@ def fit_surrogate(study):
     import numpy as np
 
     from iobo import _compat
-    from iobo.surrogate import Surrogate, TrialData, common_distributions, configuration_key
+    from iobo.surrogate import Surrogate, TrialData, configuration_key
 
     tuning = tuning_trials(study)
     if len({configuration_key(t.params) for t in tuning}) < MIN_GP_TRIALS:
         return None
-    data = TrialData.from_trials(tuning, common_distributions(tuning))
+    data = TrialData.from_trials(tuning, modelled_distributions(study, tuning))
     fitted_on = {"trials": sorted(t.number for t in data.usable), "inputs": list(data.encoding.names)}
     kept = _compat.study_system_attr(study, GP_FIT_ATTR) or {}
     warm = np.asarray(kept["theta"]) if kept.get("inputs") == fitted_on["inputs"] else None

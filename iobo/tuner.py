@@ -291,7 +291,7 @@ class Tuner:
                 try:
                     remaining = asks if target is None else target - trials.count_asked(study)
                     if self.warmup and not self._warmed_up and remaining > 0:
-                        self._warm_up(runner)
+                        self._warm_up(runner, study)
                     while asking or running:
                         while asking and len(running) < self.max_in_flight:
                             if asks is not None:
@@ -357,9 +357,10 @@ class Tuner:
         if "run_tag" in attrs and "workdir" in attrs:
             launch.remove_run_dirs(attrs["workdir"], attrs["run_tag"])
 
-    def _warm_up(self, runner) -> None:
+    def _warm_up(self, runner, study) -> None:
         """Unrecorded runs of the system default until two in a row agree within ``WARMUP_AGREEMENT`` (at most
-        ``WARMUP_RUNS``): what a cold start costs (page cache, MPI-IO set-up) is not measured as the default."""
+        ``WARMUP_RUNS``): what a cold start costs (page cache, MPI-IO set-up) is not measured as the default.
+        The first one tells the file system, so the knobs it cannot apply are frozen before the first trial."""
         self._warmed_up = True
         seen = self.warmup_mb_per_s
         for _ in range(WARMUP_RUNS):
@@ -369,6 +370,7 @@ class Tuner:
                 self._say(f"warm-up run (not recorded) failed: {exc.reason}")
                 return
             seen.append(outcome["mb_per_s"])
+            self._freeze_environment_limits(study, outcome["result"].get("fs_type"))
             if len(seen) >= 2 and abs(seen[-1] / seen[-2] - 1) <= WARMUP_AGREEMENT:
                 break
         self._say("warm-up (not recorded): " + ", ".join(f"{v:,.0f}" for v in seen) + " MB/s")

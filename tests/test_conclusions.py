@@ -56,6 +56,16 @@ def test_a_recorded_cold_run_does_not_set_the_baseline(cold_kernel, storage, scr
         (report.roti_curve[-1][1] - report.default.median) / report.roti_curve[-1][0])
 
 
+def test_knobs_the_file_system_cannot_apply_are_frozen_before_the_first_trial(storage, scratch):
+    """The warm-up run tells the file system (tmpfs, not Lustre): no recorded trial, the first included,
+    proposes or records a striping value."""
+    study = tuner(storage, scratch, trials=4).run()
+    assert set(study.user_attrs[FROZEN_ATTR]) == {"striping_factor", "striping_unit"}
+    for trial in study.trials:
+        assert not {"striping_factor", "striping_unit"} & set(trial.params), trial.number
+        assert trial.user_attrs["config"]["striping_factor"] is None, trial.number  # the system default
+
+
 def test_default_runs_are_interleaved_through_the_search(storage, scratch):
     study = tuner(storage, scratch, trials=10, default_every=3, warmup=False).run()
     roles = [t.user_attrs["role"] for t in sorted(study.trials, key=lambda t: t.number)]

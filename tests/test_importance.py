@@ -12,6 +12,7 @@ from iobo.cli import main
 from iobo.importance import (
     METHODS,
     consensus,
+    fit_surrogate,
     impact_order,
     rank_parameters,
     robust_importance,
@@ -127,6 +128,21 @@ def test_every_stored_view_leaves_out_knobs_that_cannot_apply(storage):
     for method, view in ranking.items():
         assert "stripes" not in view and sum(view.values()) == pytest.approx(1.0), method
     assert ranking["gp-ablation"] and list(ranking["gp-ablation"])[0] == "cb_buffer_size"
+
+
+def test_the_gp_does_not_model_a_frozen_knob_that_only_the_first_run_recorded(storage):
+    """The first run of a study records a knob before the study knows it cannot apply; every later run leaves it
+    out. As a GP input it would only tell that run from the rest, so the importance GP does not model it."""
+    study = synthetic_study(storage, "first-run-only")
+    first = study.trials[0]
+    study.add_trial(create_trial(
+        params={**first.params, "striping_unit": None},
+        distributions={**first.distributions, "striping_unit": CategoricalDistribution((None, 1 << 20))},
+        value=first.value, user_attrs={"role": "default"}))
+    assert "striping_unit" in fit_surrogate(study).encoding.names  # modelled while nothing says it cannot apply
+    study.set_user_attr(FROZEN_ATTR, {"striping_unit": "not Lustre"})
+    assert "striping_unit" not in fit_surrogate(study).encoding.names
+    assert "striping_unit" not in robust_importance(study).share
 
 
 def test_impact_order_activates_what_left_the_default_first_then_the_consensus():
