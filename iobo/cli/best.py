@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from iobo.cli import common
+from iobo.space import format_value
 
 
 def add_parser(sub) -> None:
@@ -16,5 +17,10 @@ def run(args) -> int:
     best, config, how = common.chosen_config(study, args.full)
     print(f"best: {best.value:,.0f} MB/s (trial {best.number} of study {study.study_name!r})")
     print(f"configuration: {how}")
+    changed = config.changed()
+    print("changed from the system default: "
+          + (", ".join(f"{n}={format_value(v, config.space[n].unit)}" for n, v in changed.items())
+             or "none (keep the system default)"))
+    print("every value:")
     print(config.describe())
     return 0
