@@ -1,8 +1,13 @@
 """Which parameters matter for this workload: impact rankings of a study's parameters.
 
-Five views of the completed tuning trials (default and search runs; the
-re-measurements would count the best configuration again), each a dict
-parameter -> importance summing to 1, most important first:
+Five views of a study's completed runs, each a dict parameter -> importance
+summing to 1, most important first. PED-ANOVA and fANOVA rank the tuning
+trials (default and search runs: the re-measurements would count the best
+configuration again in their top 10%). The GP views model every measured
+run, the walk-back's and the confirmation's too: the search moves knobs
+together (a GP that proposes near its incumbent changes a file per process
+and an alignment at once), and only the walk-back's interleaved runs, which
+change one knob at a time, tell such knobs apart:
 
 - ``ped-anova``: Optuna's PED-ANOVA, how the values differ in the top 10%
   of trials from all trials;
@@ -32,7 +37,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from iobo.errors import ConfigError
-from iobo.trials import FROZEN_ATTR, default_config, tuning_trials
+from iobo.trials import FROZEN_ATTR, default_config, measured_trials, tuning_trials
 
 # PED-ANOVA ranks parameters by how their values differ in the top 10% of
 # trials; with 20 trials that top holds 2, the fewest it can compare.
@@ -70,7 +75,7 @@ class Importance:
 
     view: ``gp-ablation`` or ``gp-sensitivity``; share: parameter -> share of
     the importance (sums to 1, most important first) from the GP fitted to
-    every tuning trial; low / high: 10th and 90th percentiles of the share
+    every measured run; low / high: 10th and 90th percentiles of the share
     over ``resamples`` refits on random 80% subsets of the trials (the GP's
     hyperparameters kept, conditioned on each subset), widened to hold
     ``share``;
@@ -124,7 +129,7 @@ def robust_importance(study, resamples: int = RESAMPLES, seed: int = 0, surrogat
     surrogate = surrogate or fit_surrogate(study)
     if surrogate is None:
         return None
-    tuning = tuning_trials(study)
+    measured = measured_trials(study)
     left_out = tuple(study.user_attrs.get(FROZEN_ATTR, {}))
     default = default_config(study.get_trials(deepcopy=False))
     with _one_thread():
@@ -133,10 +138,11 @@ def robust_importance(study, resamples: int = RESAMPLES, seed: int = 0, surrogat
             return None
         view, share = found
         rng = np.random.default_rng(seed)
-        distributions = modelled_distributions(study, tuning)
+        distributions = modelled_distributions(study, measured)
         draws = []
         for _ in range(resamples):
-            subset = [tuning[i] for i in sorted(rng.choice(len(tuning), max(2, int(0.8 * len(tuning))), replace=False))]
+            subset = [measured[i] for i in sorted(rng.choice(len(measured), max(2, int(0.8 * len(measured))),
+                                                             replace=False))]
             try:
                 # the same hyperparameters, conditioned on the subset: the spread the data leave
                 refit = Surrogate.from_data(TrialData.from_trials(subset, distributions),
@@ -206,20 +212,21 @@ def normalised(values: Mapping[str, float]) -> dict[str, float]:
     return dict(sorted(((n, v / total) for n, v in values.items()), key=lambda item: -item[1]))
 
 
-def modelled_distributions(study, tuning) -> dict:
-    """The parameters the importance GP models: every one the ``tuning`` trials have (name -> distribution),
+def modelled_distributions(study, trials) -> dict:
+    """The parameters the importance GP models: every one the ``trials`` have (name -> distribution),
     less the knobs the environment reported as never applied (``FROZEN_ATTR``). Those stay at their defaults
     whether or not a trial recorded them (the first run records them before the study knows), so as GP inputs
     they would only tell that first run apart from the rest."""
     from iobo.surrogate import common_distributions
 
     left_out = study.user_attrs.get(FROZEN_ATTR, {})
-    return {n: d for n, d in common_distributions(tuning).items() if n not in left_out}
+    return {n: d for n, d in common_distributions(trials).items() if n not in left_out}
 
 
 def fit_surrogate(study):
-    """The GP fitted to the study's tuning trials (on one thread), or None with fewer than ``MIN_GP_TRIALS``
-    distinct configurations; pass it to :func:`rank_parameters` and :func:`robust_importance` to fit once.
+    """The GP fitted to the study's measured runs (:func:`iobo.trials.measured_trials`, on one thread), or None
+    with fewer than ``MIN_GP_TRIALS`` distinct configurations; pass it to :func:`rank_parameters` and
+    :func:`robust_importance` to fit once.
 
     The fitted hyperparameters are kept on the study (system attr ``GP_FIT_ATTR``, with the trial numbers
     and inputs they were fitted on): on the same trials the next call conditions on them without refitting
@@ -230,10 +237,10 @@ def fit_surrogate(study):
     from iobo import _compat
     from iobo.surrogate import Surrogate, TrialData, configuration_key
 
-    tuning = tuning_trials(study)
-    if len({configuration_key(t.params) for t in tuning}) < MIN_GP_TRIALS:
+    measured = measured_trials(study)
+    if len({configuration_key(t.params) for t in measured}) < MIN_GP_TRIALS:
         return None
-    data = TrialData.from_trials(tuning, modelled_distributions(study, tuning))
+    data = TrialData.from_trials(measured, modelled_distributions(study, measured))
     fitted_on = {"trials": sorted(t.number for t in data.usable), "inputs": list(data.encoding.names)}
     kept = _compat.study_system_attr(study, GP_FIT_ATTR) or {}
     warm = np.asarray(kept["theta"]) if kept.get("inputs") == fitted_on["inputs"] else None

@@ -49,6 +49,8 @@ ROLE_CONFIRM_DEFAULT, ROLE_CONFIRM_BEST = "confirm-default", "confirm-best"
 ROLE_MINIMIZE = "minimize"
 ROLE_SURPLUS = "surplus"
 TUNING_ROLES = (ROLE_DEFAULT, ROLE_SEARCH)
+MEASURED_ROLES = (*TUNING_ROLES, ROLE_MINIMIZE, ROLE_CONFIRM_DEFAULT, ROLE_CONFIRM_BEST)
+"""Roles of the runs that measured a configuration: the search's and the re-measurements after it."""
 ORIGIN_ATTR = "origin"
 ORIGIN_SAMPLER = "sampler"
 IDENTITY_KEYS = ("kernel", "ranks", "kernel_options", "task", "command")
@@ -83,6 +85,11 @@ def is_tuning(trial) -> bool:
 def tuning_trials(study) -> list:
     """Completed default and search trials, in trial order."""
     return [t for t in study.get_trials(deepcopy=False, states=(state("COMPLETE"),)) if is_tuning(t)]
+
+
+def measured_trials(study) -> list:
+    """Completed runs of every role that measures a configuration (``MEASURED_ROLES``), in trial order."""
+    return [t for t in study.get_trials(deepcopy=False, states=(state("COMPLETE"),)) if role(t) in MEASURED_ROLES]
 
 
 def values_of(trials: Iterable, wanted_role: str) -> tuple[float, ...]:

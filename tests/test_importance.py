@@ -145,6 +145,36 @@ def test_the_gp_does_not_model_a_frozen_knob_that_only_the_first_run_recorded(st
     assert "striping_unit" not in robust_importance(study).share
 
 
+def test_the_walk_back_runs_tell_apart_knobs_the_search_moved_together(storage):
+    """The search changed ``files`` and ``align`` together (a GP near its incumbent does); only ``files`` acts
+    (1.6x). The walk-back's runs change one at a time, and the GP views model them: ``files`` leads."""
+    rng = np.random.default_rng(3)
+    choices = {"files": ("shared", "per_process"), "align": (1, 16), "sieve": (1, 2, 4)}
+    distributions = {n: CategoricalDistribution(c) for n, c in choices.items()}
+    study = optuna.create_study(storage=storage, study_name="confounded", direction="maximize")
+
+    def run(config, role):
+        value = (1600.0 if config["files"] == "per_process" else 1000.0) * math.exp(0.1 * rng.standard_normal())
+        study.add_trial(create_trial(params=config, distributions=distributions, value=value,
+                                     user_attrs={"role": role}))
+
+    for _ in range(3):
+        run({"files": "shared", "align": 1, "sieve": 1}, "default")
+    for i in range(20):  # files and align always moved together
+        moved = i % 3 != 0
+        run({"files": "per_process" if moved else "shared", "align": 16 if moved else 1,
+             "sieve": int(rng.choice(choices["sieve"]))}, "search")
+    searched = robust_importance(study)
+    assert set(list(searched.share)[:2]) == {"files", "align"}  # the search alone cannot tell them apart
+    for _ in range(6):  # the walk-back: files reverted, then align reverted
+        run({"files": "shared", "align": 16, "sieve": 1}, "minimize")
+        run({"files": "per_process", "align": 1, "sieve": 1}, "minimize")
+        run({"files": "per_process", "align": 16, "sieve": 1}, "minimize")
+    importance = robust_importance(study)
+    assert importance.top == "files" and importance.share["files"] > 0.8, importance.share
+    assert "files" in rank_parameters(study, methods=("gp-ablation",))["gp-ablation"]
+
+
 def test_impact_order_activates_what_left_the_default_first_then_the_consensus():
     earlier = {"gp-ablation": {"a": 0.9, "b": 0.1, "c": 0.0, "d": 0.0},
                "gp-sensitivity": {"d": 0.5, "a": 0.3, "c": 0.15, "b": 0.05}}
