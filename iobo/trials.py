@@ -82,14 +82,20 @@ def is_tuning(trial) -> bool:
     return role(trial) in TUNING_ROLES
 
 
+def completed_trials(study, roles: Iterable[str]) -> list:
+    """Completed trials whose role is one of ``roles``, in trial order."""
+    roles = set(roles)
+    return [t for t in study.get_trials(deepcopy=False, states=(state("COMPLETE"),)) if role(t) in roles]
+
+
 def tuning_trials(study) -> list:
     """Completed default and search trials, in trial order."""
-    return [t for t in study.get_trials(deepcopy=False, states=(state("COMPLETE"),)) if is_tuning(t)]
+    return completed_trials(study, TUNING_ROLES)
 
 
 def measured_trials(study) -> list:
     """Completed runs of every role that measures a configuration (``MEASURED_ROLES``), in trial order."""
-    return [t for t in study.get_trials(deepcopy=False, states=(state("COMPLETE"),)) if role(t) in MEASURED_ROLES]
+    return completed_trials(study, MEASURED_ROLES)
 
 
 def values_of(trials: Iterable, wanted_role: str) -> tuple[float, ...]:
