@@ -156,13 +156,24 @@ def baseline(trials) -> Baseline | None:
 
 
 def best_trial(study):
-    """The completed default or search trial with the highest bandwidth, or None.
+    """The incumbent: the completed search trial with the highest bandwidth, when it beats the median of
+    the default runs; else the fastest default run (keep the system default); None before any completed.
 
-    Re-measurements (confirm, minimize) are left out: a lucky re-run of a
-    configuration must not replace the configuration the search found.
+    A default run is never the incumbent over a search trial that beats the
+    baseline: on a shared machine one lucky default run (CV 20% is common)
+    would otherwise hide what the search found from the walk-back and the
+    confirmation, which re-measure the incumbent against the default and
+    so decide whether it is a gain. Re-measurements (confirm, minimize) are
+    left out: a lucky re-run must not replace what the search found.
     """
     complete = tuning_trials(study)
-    return max(complete, key=lambda t: t.value) if complete else None
+    search = [t for t in complete if role(t) == ROLE_SEARCH]
+    defaults = [t for t in complete if role(t) == ROLE_DEFAULT]
+    best_search = max(search, key=lambda t: t.value) if search else None
+    baseline_mb_per_s = Spread(tuple(t.value for t in defaults)).median if defaults else None
+    if best_search is not None and (baseline_mb_per_s is None or best_search.value > baseline_mb_per_s):
+        return best_search
+    return max(defaults, key=lambda t: t.value) if defaults else best_search
 
 
 def count_finished(study) -> int:

@@ -258,4 +258,7 @@ def _scheduler_notice(stderr_path: str | None) -> str:
     except OSError:
         return ""
     said = [line.strip() for line in lines if any(word in line for word in SCHEDULER_NOTICES)]
+    # Slurm writes "*** STEP 12.0 ON n1 CANCELLED ..." for the job step and, when it gets to it,
+    # "*** JOB 12 ON n1 CANCELLED ..." for the job: the job's line says more, the step's may be all there is yet
+    said = [line for line in said if "*** JOB" in line] or said
     return said[-1][:300] if said else ""
