@@ -206,7 +206,10 @@ def test_report_files_of_a_real_study_match_its_trials(storage, scratch, tmp_pat
     trials = study.get_trials()
     runs = {role: [t.value for t in trials if t.user_attrs["role"] == role]
             for role in (ROLE_DEFAULT, ROLE_SEARCH, ROLE_CONFIRM_DEFAULT, ROLE_CONFIRM_BEST)}
-    best = max((t for t in trials if t.user_attrs["role"] in (ROLE_DEFAULT, ROLE_SEARCH)), key=lambda t: t.value)
+    # the incumbent: the fastest search run when it beats the default runs' median, else the fastest default run
+    search = max((t for t in trials if t.user_attrs["role"] == ROLE_SEARCH), key=lambda t: t.value)
+    best = search if search.value > statistics.median(runs[ROLE_DEFAULT]) else \
+        max((t for t in trials if t.user_attrs["role"] == ROLE_DEFAULT), key=lambda t: t.value)
     baseline = runs[ROLE_DEFAULT] + runs[ROLE_CONFIRM_DEFAULT]  # every default run, re-measurements included
     assert numbers["default_mb_per_s"]["runs"] == baseline
     assert numbers["default_mb_per_s"]["median"] == statistics.median(baseline)
