@@ -2,12 +2,16 @@
 
 When one of these libraries changes, this is the only file to read. Each
 function says what public API is missing and why iobo needs the private one.
-Checked on: optuna 5.0.0, ray 2.60.0.
+Checked on: optuna 5.0.0, optuna-dashboard 0.21.0, ray 2.60.0.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+DASHBOARD_FIGURE_PREFIX = "dashboard:plot_data:"
+DASHBOARD_ATTR_CHARS = 2045
 
 
 def trial_id(trial) -> int:
@@ -61,3 +65,20 @@ def optuna_search_trial(search, ray_trial_id: str):
     on that trial so the study reads like one the tuner ran.
     """
     return search._ot_trials[ray_trial_id]
+
+
+def save_dashboard_figure(study, figure_json: str, figure_id: str) -> None:
+    """Store a plotly figure (its JSON text) on ``study`` for optuna-dashboard, as its public
+    ``save_plotly_graph_object`` stores it (optuna-dashboard 0.21.0): study system attrs
+    ``dashboard:plot_data:<figure_id>:<i>``, 2,045 characters each, and a longer earlier figure's leftover
+    chunks blanked. Written here because importing ``optuna_dashboard`` loads its web app and, through it,
+    scikit-learn, torch, gpytorch and botorch (2-4 s): ``iobo importance`` would wait for them to store
+    one bar chart. tests/test_importance.py reads the figure back with optuna-dashboard's own reader."""
+    prefix = f"{DASHBOARD_FIGURE_PREFIX}{figure_id}:"
+    chunks = [figure_json[i * DASHBOARD_ATTR_CHARS:(i + 1) * DASHBOARD_ATTR_CHARS]
+              for i in range(math.ceil(len(figure_json) / DASHBOARD_ATTR_CHARS))]
+    for i, chunk in enumerate(chunks):
+        set_study_system_attr(study, f"{prefix}{i}", chunk)
+    earlier = [k for k in study._storage.get_study_system_attrs(study._study_id) if k.startswith(prefix)]
+    for i in range(len(chunks), len(earlier)):
+        set_study_system_attr(study, f"{prefix}{i}", "")

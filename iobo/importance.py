@@ -333,20 +333,21 @@ def ranking_text(ranking: Mapping[str, Mapping[str, float]]) -> str:
 
 def save_ranking(study, ranking: Mapping[str, Mapping[str, float]]) -> None:
     """Store ``ranking`` on the study: user attr ``importance`` and a grouped bar chart for optuna-dashboard
-    (figure id ``FIGURE_ID``; the study's note is left to the report)."""
-    import plotly.graph_objects as go
-    from optuna_dashboard import save_plotly_graph_object
+    (figure id ``FIGURE_ID``, plotly's JSON written directly; the study's note is left to the report)."""
+    import json
+
+    from iobo import _compat
 
     study.set_user_attr(USER_ATTR, {m: dict(v) for m, v in ranking.items()})
     robust = next((ranking[v] for v in ROBUST_VIEWS if v in ranking), None)
     order = list(robust) if robust else (consensus(ranking) if ranking else [])
-    figure = go.Figure(
-        [go.Bar(name=m, x=[100 * ranking[m].get(n, 0.0) for n in order], y=order, orientation="h")
-         for m in METHODS if m in ranking],
-        layout={"title": "parameter impact (% of importance, per view)", "barmode": "group",
-                "yaxis": {"autorange": "reversed"}, "xaxis": {"title": "%"}},
-    )
-    save_plotly_graph_object(study, figure, graph_object_id=FIGURE_ID)
+    figure = {
+        "data": [{"type": "bar", "name": m, "orientation": "h", "y": order,
+                  "x": [100 * ranking[m].get(n, 0.0) for n in order]} for m in METHODS if m in ranking],
+        "layout": {"title": {"text": "parameter impact (% of importance, per view)"}, "barmode": "group",
+                   "yaxis": {"autorange": "reversed"}, "xaxis": {"title": {"text": "%"}}},
+    }
+    _compat.save_dashboard_figure(study, json.dumps(figure), FIGURE_ID)
 
 
 def stored_rankings(storage, kernel: str, exclude: str | None = None) -> list[dict[str, dict[str, float]]]:

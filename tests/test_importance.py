@@ -218,3 +218,30 @@ def test_the_fitted_gp_is_kept_on_the_study_and_reused_only_on_the_same_trials(s
     refit = fit_surrogate(more)
     assert _compat.study_system_attr(more, GP_FIT_ATTR)["trials"] == list(range(35))
     assert not np.array_equal(refit.fit.posterior.theta, first.fit.posterior.theta)  # fitted again, from the kept one
+
+
+def test_the_stored_ranking_figure_is_read_back_by_optuna_dashboard(storage):
+    """save_ranking writes the figure without importing optuna_dashboard; the dashboard's own reader finds it,
+    the robust view's order on the bars, and a shorter figure saved again leaves no stale text behind."""
+    import json
+
+    from optuna_dashboard._custom_plot_data import get_plotly_graph_objects
+
+    from iobo import _compat
+    from iobo.importance import FIGURE_ID
+
+    study = synthetic_study(storage, "figure")
+    ranking = rank_parameters(study)
+    save_ranking(study, ranking)
+    attrs = study._storage.get_study_system_attrs(study._study_id)
+    figure = json.loads(get_plotly_graph_objects(attrs)[FIGURE_ID])
+    assert [bars["name"] for bars in figure["data"]] == [m for m in METHODS if m in ranking]
+    assert all(bars["y"] == list(ranking["gp-ablation"]) for bars in figure["data"])
+    assert figure["data"][0]["y"][0] == "stripes"
+    long = json.dumps({"data": [], "layout": {"title": {"text": "x" * (3 * _compat.DASHBOARD_ATTR_CHARS)}}})
+    _compat.save_dashboard_figure(study, long, FIGURE_ID)  # four chunks
+    attrs = study._storage.get_study_system_attrs(study._study_id)
+    assert get_plotly_graph_objects(attrs)[FIGURE_ID] == long
+    save_ranking(study, {"gp-ablation": {"stripes": 1.0}})  # one chunk
+    attrs = study._storage.get_study_system_attrs(study._study_id)
+    assert json.loads(get_plotly_graph_objects(attrs)[FIGURE_ID])["data"][0]["x"] == [100.0]

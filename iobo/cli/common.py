@@ -85,7 +85,7 @@ def load_study(storage: str, name: str | None):
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     url, storage = storage, open_storage(storage, must_exist=True)
-    names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
     if name is None:
         if len(names) != 1:
             raise ConfigError(

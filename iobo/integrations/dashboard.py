@@ -70,7 +70,7 @@ def save_trial_note(study, trial) -> None:
 
 def save_study_figures(study) -> list[str]:
     """Save the study's note and its figures (plotly graph objects); returns the figure ids saved."""
-    from optuna_dashboard import save_note, save_plotly_graph_object
+    from optuna_dashboard import save_note
 
     from iobo import plots
     from iobo.importance import MIN_GP_TRIALS, robust_importance
@@ -82,7 +82,7 @@ def save_study_figures(study) -> list[str]:
     saved = []
     for name in FIGURES:
         if name in charts:
-            save_plotly_graph_object(study, plots.to_plotly(charts[name]), graph_object_id=name)
+            _compat.save_dashboard_figure(study, plots.to_plotly(charts[name]).to_json(), name)
             saved.append(name)
     note = f"### iobo report\n\n{_code(report.text())}\n"
     if importance is None:
