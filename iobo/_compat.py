@@ -48,7 +48,23 @@ def set_study_system_attr(study, key: str, value: Any) -> None:
 
 def study_system_attr(study, key: str) -> Any:
     """A system attr of a study, or None (read as :func:`set_study_system_attr` writes it)."""
-    return study._storage.get_study_system_attrs(study._study_id).get(key)
+    return study_system_attrs(study).get(key)
+
+
+def study_system_attrs(study) -> dict[str, Any]:
+    """Every system attr of a study (iobo's caches and optuna-dashboard's figures and notes)."""
+    return study._storage.get_study_system_attrs(study._study_id)
+
+
+def in_memory_copy(study):
+    """A copy of a loaded study in an ``InMemoryStorage``: the same trials (and trial numbers), user attrs and
+    system attrs. ``optuna.copy_study`` does this from a storage, which it wants as a URL (iobo's ``journal://``
+    is not one Optuna knows) or as the study's storage object, which a loaded ``Study`` keeps private."""
+    import optuna
+
+    memory = optuna.storages.InMemoryStorage()
+    optuna.copy_study(from_study_name=study.study_name, from_storage=study._storage, to_storage=memory)
+    return optuna.load_study(study_name=study.study_name, storage=memory)
 
 
 def trial_handle(study, trial):
@@ -79,6 +95,6 @@ def save_dashboard_figure(study, figure_json: str, figure_id: str) -> None:
               for i in range(math.ceil(len(figure_json) / DASHBOARD_ATTR_CHARS))]
     for i, chunk in enumerate(chunks):
         set_study_system_attr(study, f"{prefix}{i}", chunk)
-    earlier = [k for k in study._storage.get_study_system_attrs(study._study_id) if k.startswith(prefix)]
+    earlier = [k for k in study_system_attrs(study) if k.startswith(prefix)]
     for i in range(len(chunks), len(earlier)):
         set_study_system_attr(study, f"{prefix}{i}", "")

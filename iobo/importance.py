@@ -54,6 +54,13 @@ GP_FIT_ATTR = "iobo:gp_fit"  # study system attr: the GP hyperparameters fit_sur
 RESAMPLES = 10  # refits on random 80% subsets of the trials, for the interval of the robust view
 
 
+def import_gp_libraries() -> None:
+    """Import torch and gpytorch (about 1.5 s) now: ``iobo importance`` does it while a forked process opens
+    the study."""
+    import gpytorch  # noqa: F401
+    import torch  # noqa: F401
+
+
 @contextlib.contextmanager
 def _one_thread() -> Iterator[None]:
     """Torch and BLAS on one thread: on a shared 2-core node more threads made a GP fit 4x slower."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from iobo.cli import common
 
 
@@ -14,35 +16,42 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from iobo.importance import METHODS, fit_surrogate, rank_parameters, ranking_text, robust_importance, save_ranking
+    from iobo import importance as imp
 
-    with _PedAnova(args.storage, args.study) as worker:
-        study = common.load_study(args.storage, args.study)
-        surrogate = fit_surrogate(study)
-        secondary = worker.result()
-        importance = robust_importance(study, seed=args.seed, surrogate=surrogate, ped_anova=secondary)
-        methods = METHODS if args.all_views else tuple(m for m in METHODS if m != "fanova")
-        ranking = rank_parameters(study, args.seed, methods, surrogate, ped_anova=secondary)
+    with _Worker(args.storage, args.study) as worker:
+        imp.import_gp_libraries()  # while the worker opens the study
+        study = worker.study()
+        before = _attrs(study)
+        surrogate = imp.fit_surrogate(study)
+        secondary = worker.ped_anova()
+        importance = imp.robust_importance(study, seed=args.seed, surrogate=surrogate, ped_anova=secondary)
+        methods = imp.METHODS if args.all_views else tuple(m for m in imp.METHODS if m != "fanova")
+        ranking = imp.rank_parameters(study, args.seed, methods, surrogate, ped_anova=secondary)
         if importance is None:
-            print(ranking_text(ranking), flush=True)
+            print(imp.ranking_text(ranking), flush=True)
         else:
             print(importance.text(), flush=True)
             if args.all_views:
                 print()
-                print(ranking_text(ranking), flush=True)
+                print(imp.ranking_text(ranking), flush=True)
         if ranking:
-            save_ranking(study, ranking)
+            imp.save_ranking(study, ranking)
+        worker.store(*_changed(before, _attrs(study)))
     return 0
 
 
-class _PedAnova:
-    """PED-ANOVA (:func:`iobo.importance.param_importances`) in a forked process, while this one fits the GP.
+class _Worker:
+    """A forked process that reads and writes the study while this one imports torch and fits the GP.
 
-    Its import loads Optuna's importance package and, through it,
-    scikit-learn (about 1.5 s); this process loads torch (about 1.5 s) and
-    fits the GP meanwhile (``iobo importance`` on 100 trials:
-    ``experiments/results/importance-time.txt``). Forked before torch is
-    loaded; without ``fork`` (not Linux) it runs here when asked for.
+    Opening a study imports SQLAlchemy and reads every trial (about 1 s),
+    PED-ANOVA's import loads scikit-learn (about 1.5 s); meanwhile this
+    process imports torch, gpytorch and scipy.optimize (about 2 s). The
+    worker loads the study, hands this process an in-memory copy
+    (``optuna.copy_study``: the same trials, numbers and attrs), computes
+    PED-ANOVA, and at the end writes the attrs this process set on the copy
+    (the kept GP fit, the ranking and its figure) to the real study
+    (``experiments/results/importance-time.txt``). Forked before torch is
+    loaded; without ``fork`` (not Linux) the study is used here directly.
     """
 
     def __init__(self, storage: str, name: str | None) -> None:
@@ -52,12 +61,21 @@ class _PedAnova:
         self._pool = None
         if "fork" in multiprocessing.get_all_start_methods():
             self._pool = multiprocessing.get_context("fork").Pool(1)
-            self._pending = self._pool.apply_async(_ped_anova_of, self._where)
+            self._copy = self._pool.apply_async(_in_memory_copy, self._where)
+            self._ped_anova = self._pool.apply_async(_ped_anova_of, self._where)
 
-    def result(self):
-        return self._pending.get() if self._pool else _ped_anova_of(*self._where)
+    def study(self):
+        return self._copy.get() if self._pool else _real_study(*self._where)
 
-    def __enter__(self) -> "_PedAnova":
+    def ped_anova(self):
+        return self._ped_anova.get() if self._pool else _ped_anova_of(*self._where)
+
+    def store(self, user_attrs: dict, system_attrs: dict) -> None:
+        """Set these attrs on the real study (already done when it was used here directly)."""
+        if self._pool:
+            self._pool.apply(_store, (*self._where, user_attrs, system_attrs))
+
+    def __enter__(self) -> "_Worker":
         return self
 
     def __exit__(self, *exc) -> None:
@@ -66,7 +84,42 @@ class _PedAnova:
             self._pool.join()
 
 
+def _attrs(study) -> tuple[dict, dict]:
+    """(user attrs, system attrs) of ``study``."""
+    from iobo import _compat
+
+    return dict(study.user_attrs), _compat.study_system_attrs(study)
+
+
+def _changed(before: tuple[dict, dict], after: tuple[dict, dict]) -> tuple[dict, dict]:
+    """The user and system attrs that ``after`` sets anew or to another value than ``before``."""
+    return tuple({k: v for k, v in now.items() if k not in was or was[k] != v}
+                 for was, now in zip(before, after))
+
+
+@functools.lru_cache(maxsize=1)
+def _real_study(storage: str, name: str | None):
+    """The study in its storage, opened once per process (the worker's tasks share it)."""
+    return common.load_study(storage, name)
+
+
+def _in_memory_copy(storage: str, name: str | None):
+    from iobo import _compat
+
+    return _compat.in_memory_copy(_real_study(storage, name))
+
+
 def _ped_anova_of(storage: str, name: str | None):
     from iobo.importance import param_importances
 
-    return param_importances(common.load_study(storage, name))
+    return param_importances(_real_study(storage, name))
+
+
+def _store(storage: str, name: str | None, user_attrs: dict, system_attrs: dict) -> None:
+    from iobo import _compat
+
+    study = _real_study(storage, name)
+    for key, value in user_attrs.items():
+        study.set_user_attr(key, value)
+    for key, value in system_attrs.items():
+        _compat.set_study_system_attr(study, key, value)

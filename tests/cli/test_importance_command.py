@@ -1,0 +1,47 @@
+"""``iobo importance`` on real storage: what it computes on the worker's in-memory copy lands on the real study."""
+
+import json
+import math
+
+import numpy as np
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import create_trial
+from optuna_dashboard._custom_plot_data import get_plotly_graph_objects
+
+from iobo import _compat
+from iobo.cli import main
+from iobo.importance import FIGURE_ID, GP_FIT_ATTR, USER_ATTR
+from iobo.storage import open_storage
+
+
+def two_knob_study(storage, name, trials=30, seed=0):
+    """A default run, then random runs: only ``stripes`` (x8 over its range) matters, ``sieve`` is noise."""
+    rng = np.random.default_rng(seed)
+    choices = {"stripes": (1, 2, 4, 8, 16), "sieve": (1, 2, 4, 8)}
+    study = optuna.create_study(storage=open_storage(storage), study_name=name, direction="maximize")
+    for i in range(trials):
+        config = {n: c[0] if i == 0 else c[rng.integers(len(c))] for n, c in choices.items()}
+        value = 100.0 * config["stripes"] ** 0.75 * math.exp(0.05 * rng.standard_normal())
+        study.add_trial(create_trial(params=config, value=value, user_attrs={"role": "default" if i == 0 else "search"},
+                                     distributions={n: CategoricalDistribution(c) for n, c in choices.items()}))
+    return study
+
+
+def test_the_ranking_the_kept_fit_and_the_figure_reach_the_real_study(storage, capsys):
+    two_knob_study(storage, "real")
+    assert main(["importance", "--storage", storage, "--study", "real"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    study = optuna.load_study(study_name="real", storage=open_storage(storage))
+    assert len(study.trials) == 30  # the copy's trials were not added back
+    ranking = study.user_attrs[USER_ATTR]
+    assert list(ranking["gp-ablation"])[0] == "stripes" == printed[1].split()[0]
+    kept = _compat.study_system_attr(study, GP_FIT_ATTR)
+    assert kept["trials"] == list(range(30))
+    figure = json.loads(get_plotly_graph_objects(_compat.study_system_attrs(study))[FIGURE_ID])
+    assert figure["data"][0]["y"] == list(ranking["gp-ablation"])
+
+    assert main(["importance", "--storage", storage, "--study", "real"]) == 0  # conditions on the kept fit
+    assert capsys.readouterr().out.splitlines() == printed
+    again = optuna.load_study(study_name="real", storage=open_storage(storage))
+    assert _compat.study_system_attr(again, GP_FIT_ATTR) == kept
