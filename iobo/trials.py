@@ -164,7 +164,10 @@ def best_trial(study):
     would otherwise hide what the search found from the walk-back and the
     confirmation, which re-measure the incumbent against the default and
     so decide whether it is a gain. Re-measurements (confirm, minimize) are
-    left out: a lucky re-run must not replace what the search found.
+    left out, of the candidates and of the median: a lucky re-run must not
+    replace what the search found, and the incumbent (which the walk-back's
+    result is stored against) must not change when the confirmation
+    re-measures the default.
     """
     complete = tuning_trials(study)
     search = [t for t in complete if role(t) == ROLE_SEARCH]
