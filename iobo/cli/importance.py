@@ -82,6 +82,7 @@ class _Worker:
         if self._pool is not None:
             self._pool.terminate()
             self._pool.join()
+        _real_study.cache_clear()  # the next command in this process (a test's) opens the study anew
 
 
 def _attrs(study) -> tuple[dict, dict]:
