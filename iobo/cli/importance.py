@@ -45,7 +45,7 @@ class _Worker:
 
     Opening a study imports SQLAlchemy and reads every trial (about 1 s),
     PED-ANOVA's import loads scikit-learn (about 1.5 s); meanwhile this
-    process imports torch, gpytorch and scipy.optimize (about 2 s). The
+    process imports torch and gpytorch (about 1.5 s). The
     worker loads the study, hands this process an in-memory copy
     (``optuna.copy_study``: the same trials, numbers and attrs), computes
     PED-ANOVA, and at the end writes the attrs this process set on the copy
