@@ -173,3 +173,35 @@ def test_disk_full_fails_every_trial_with_enospc_and_exits_1(capsys, storage, sm
     for trial in trials:
         assert f"no space left on device at {small_tmpfs} (ENOSPC)" in trial.user_attrs["fail_reason"]
     assert not list(small_tmpfs.glob("trial-*"))
+
+
+PROGRAM = """
+import atexit, sys
+from iobo import cli
+
+class Loud:
+    def __del__(self):
+        print("torn down", flush=True)
+
+kept = Loud()  # freed only by the interpreter's teardown
+cli.main = lambda: (atexit.register(print, "exit handler ran"), print("done", end=""), int(sys.argv[1]))[-1]
+cli.console()
+"""
+
+
+@pytest.mark.parametrize("exit_code", [0, 1, 2, 143])
+def test_the_program_keeps_exit_code_output_and_exit_handlers_but_skips_the_teardown(exit_code):
+    """``iobo`` (:func:`iobo.cli.console`) ends without the interpreter's teardown (0.3-1 s once torch is loaded):
+    the command's exit code, its unflushed output and the exit handlers it registered all survive."""
+    done = subprocess.run([sys.executable, "-c", PROGRAM, str(exit_code)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == exit_code
+    assert done.stdout == "doneexit handler ran\n"  # no "torn down": the teardown was skipped
+
+
+@pytest.mark.parametrize("argv, exit_code, output", [(["--help"], 0, "usage: iobo"), (["nosuch"], 2, "invalid choice"),
+                                                     (["best", "--storage", "sqlite:////nonexistent/x.db"], 2,
+                                                      "iobo: error: storage")])
+def test_the_program_exits_with_argparse_and_iobo_error_codes(exit_code, argv, output):
+    done = subprocess.run([sys.executable, "-m", "iobo.cli", *argv], capture_output=True, text=True, timeout=60)
+    assert done.returncode == exit_code
+    assert output in done.stdout + done.stderr

@@ -1,7 +1,5 @@
 """``python -m iobo.cli ...`` is the ``iobo`` command."""
 
-import sys
+from iobo.cli import console
 
-from iobo.cli import main
-
-sys.exit(main())
+console()
