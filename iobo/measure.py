@@ -168,6 +168,26 @@ def bootstrap_speedup(
     return float(low), float(high)
 
 
+def planned_pairs(noise_sd_log: float, expected_speedup: float, at_least: int, at_most: int,
+                  level: float = 0.95, power: float = 0.8) -> int:
+    """Interleaved (default, best) pairs a confirmation needs so that the ``level`` interval of
+    :func:`bootstrap_speedup` excludes 1 with probability ``power`` when the true speedup is ``expected_speedup``.
+
+    noise_sd_log: standard deviation of ``log(MB/s)`` between runs of one configuration (0.2: about 20% CV).
+    The log of a median of n runs varies as ``(pi / 2) s^2 / n`` (normal runs), the log ratio of two such
+    medians as ``pi s^2 / n``; n solves ``(z_level + z_power) sqrt(pi s^2 / n) = log(expected_speedup)``.
+    Clamped to ``[at_least, at_most]``; ``at_least`` when no gain is expected or no noise was measured.
+    """
+    import math
+
+    if expected_speedup <= 1.0 or noise_sd_log <= 0.0:
+        return at_least
+    z = statistics.NormalDist()
+    spread = z.inv_cdf(0.5 + level / 2) + z.inv_cdf(power)
+    needed = math.ceil(math.pi * (spread * noise_sd_log / math.log(expected_speedup)) ** 2)
+    return max(at_least, min(at_most, needed))
+
+
 def paired_ratio(with_mb_per_s, without_mb_per_s, level: float = 0.95) -> tuple[float, tuple[float, float]]:
     """Geometric mean of the pairwise ratios with_i / without_i and its t interval (log scale).
 

@@ -97,6 +97,15 @@ class Minimal:
         """The last step that tested ``knob`` (its re-test, if it had one), or None."""
         return next((s for s in reversed(self.steps) if knob in s.knobs), None)
 
+    @property
+    def expected_speedup(self) -> float:
+        """The minimal configuration's speedup over the default as the walk-back measured it: the product of
+        each kept change's last with/without ratio (its re-test); 1.0 when nothing was kept."""
+        import math
+
+        last = {id(step): step for step in map(self.contribution, self.changes) if step is not None and step.kept}
+        return math.prod(step.ratio for step in last.values())
+
     def describe(self) -> str:
         lines = [f"minimal configuration (from trial {self.from_trial}): "
                  + (", ".join(f"{k}={v}" for k, v in self.changes.items()) or "the system default")]
@@ -240,6 +249,16 @@ def _test(space, workload, measure: Measure, current, knobs, number: int, pairs:
             candidate)
 
 
+def current_minimal(study, best=None) -> Minimal | None:
+    """The minimal configuration stored on the study when it was made from the study's current best trial
+    (``best``: :func:`iobo.trials.best_trial`, when already known), else None."""
+    from iobo import trials
+
+    best = trials.best_trial(study) if best is None else best
+    attr = study.user_attrs.get(MINIMAL_ATTR)
+    return Minimal.from_attr(attr) if attr and best is not None and attr["from_trial"] == best.number else None
+
+
 def recommended(study, space, workload=None) -> tuple[dict[str, Any], str]:
     """The configuration to use in production and how it was chosen: (values, a line saying which).
 
@@ -253,9 +272,8 @@ def recommended(study, space, workload=None) -> tuple[dict[str, Any], str]:
     best = trials.best_trial(study)
     if best is None:
         raise ConfigError(f"study {study.study_name!r} has no completed trial yet; run `iobo tune` first")
-    attr = study.user_attrs.get(MINIMAL_ATTR)
-    if attr and attr["from_trial"] == best.number:
-        minimal = Minimal.from_attr(attr)
+    minimal = current_minimal(study, best)
+    if minimal is not None:
         return space.complete(minimal.changes), (f"the minimal configuration of trial {best.number} "
                                                  f"({len(minimal.changes)} of its changes matter)")
     values = trials.config_of(best)

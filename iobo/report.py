@@ -22,7 +22,7 @@ from typing import Any
 from iobo import trials as study_trials
 from iobo.importance import MIN_GP_TRIALS, robust_importance
 from iobo.measure import MB, Spread, bootstrap_speedup
-from iobo.minimize import MINIMAL_ATTR, Minimal
+from iobo.minimize import Minimal, current_minimal
 from iobo.surrogate import PRIOR_WEIGHT_ATTR
 from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, Baseline
 
@@ -413,7 +413,6 @@ def build_report(study) -> StudyReport:
             best_config = study_trials.config_of(best)
     baseline = study_trials.baseline(trials)
     curve = study_trials.roti_curve(trials, baseline.median if baseline else None)
-    minimal = study.user_attrs.get(MINIMAL_ATTR)
     context = study_context(study)
     finished = tuple(study_trials.state(name) for name in ("COMPLETE", "FAIL", "PRUNED"))
     origins = [(t.number, study_trials.origin(t), t.value) for t in trials
@@ -434,7 +433,7 @@ def build_report(study) -> StudyReport:
         bytes_per_run=best.user_attrs.get("bytes") if best else None,
         best_by_layer=best_by_layer,
         baseline=baseline,
-        minimal=Minimal.from_attr(minimal) if minimal and best and minimal["from_trial"] == best.number else None,
+        minimal=current_minimal(study, best) if best else None,
         recommendation=recommendation,
         frozen=dict(study.user_attrs.get(study_trials.FROZEN_ATTR, {})),
         context=context.describe() if context else "",

@@ -38,6 +38,8 @@ from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, R
 WARMUP_RUNS = 3  # at most this many unrecorded default runs before anything is measured
 WARMUP_AGREEMENT = 0.25  # ... stopping when two in a row are within 25% of each other
 UNOWNED_AFTER_S = 120.0
+CONFIRM_AT_MOST = 4  # a confirmation runs at most this many times the pairs asked for
+CONFIRM_PLAN_ATTR = "confirm_plan"
 """A RUNNING trial with no owner attr this old (seconds) was left by a tuner that died right after asking it."""
 """Study attrs naming what a study tunes; a resumed study must match them."""
 
@@ -179,13 +181,20 @@ class Tuner:
         return study
 
     def confirm(self, repeats: int = 5, minimize: bool = True, pairs: int = 3):
-        """Re-measure the default and the recommended configuration ``repeats`` times each, interleaved.
+        """Re-measure the default and the recommended configuration, interleaved, at least ``repeats`` times each.
 
         With ``minimize`` (and no minimal configuration made from the current
         best trial yet), :meth:`minimize` runs first (``pairs`` per test), so
-        what is confirmed is what ``iobo export`` gives. Returns the study.
+        what is confirmed is what ``iobo export`` gives. When the minimal
+        configuration holds a gain, the number of pairs is planned before any
+        is run (:func:`iobo.measure.planned_pairs`, up to ``CONFIRM_AT_MOST``
+        times ``repeats``): enough for the 95% interval to exclude 1 with 80%
+        power at the gain the walk-back measured, given the noise of the
+        study's default runs. Planned from earlier runs only, so the interval
+        is that of a fixed number of runs. The plan is the study attr
+        ``confirm_plan``. Returns the study.
         """
-        from iobo.minimize import MINIMAL_ATTR, recommended
+        from iobo.minimize import current_minimal, recommended
 
         if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
             raise ConfigError(f"repeats must be a positive integer; got {repeats!r}")
@@ -193,15 +202,17 @@ class Tuner:
         best = trials.best_trial(study)
         if best is None:
             raise ConfigError(f"study {self.study!r} has no completed trial to confirm; run `iobo tune` first")
-        minimal = study.user_attrs.get(MINIMAL_ATTR)
-        if minimize and not (minimal and minimal["from_trial"] == best.number):
+        if minimize and current_minimal(study, best) is None:
             self.minimize(pairs)
         values, source = recommended(study, self.space, self.workload)
+        minimal = current_minimal(study, best)
+        plan = confirm_plan(study, minimal.expected_speedup if minimal else 1.0, repeats)
+        study.set_user_attr(CONFIRM_PLAN_ATTR, plan)
         default = self.space.default()
         runs = []
-        for _ in range(repeats):
+        for _ in range(plan["pairs"]):
             runs += [(default, {"role": ROLE_CONFIRM_DEFAULT}), (values, {"role": ROLE_CONFIRM_BEST})]
-        self._say(f"re-measuring the default and {source}, {repeats} times each, interleaved")
+        self._say(f"re-measuring the default and {source}, {plan['pairs']} times each, interleaved ({plan['why']})")
         self.measure(study, runs)
         return study
 
@@ -555,6 +566,28 @@ class Tuner:
     def _say(self, line: str) -> None:
         if self.echo:
             self.echo(line)
+
+
+def confirm_plan(study, expected_speedup: float, repeats: int) -> dict[str, Any]:
+    """How many interleaved pairs :meth:`Tuner.confirm` runs, and why: ``{"pairs", "noise_sd_log",
+    "default_runs", "expected_speedup", "why"}``. The noise is the standard deviation of ``log(MB/s)`` over the
+    study's default runs (:func:`iobo.trials.baseline`; none with fewer than 3)."""
+    import math
+    import statistics
+
+    from iobo.measure import planned_pairs
+
+    base = trials.baseline(study.get_trials(deepcopy=False))
+    runs = [v for v in (base.runs.values if base else ()) if v > 0]
+    sd = statistics.stdev(math.log(v) for v in runs) if len(runs) >= 3 else 0.0
+    pairs = planned_pairs(sd, expected_speedup, repeats, CONFIRM_AT_MOST * repeats)
+    if expected_speedup <= 1.0 or not sd:
+        why = "as asked" if expected_speedup <= 1.0 else "as asked: fewer than 3 default runs to plan from"
+    else:
+        why = (f"planned: {expected_speedup:.2f}x measured by the walk-back, noise {sd:.2f} in log MB/s over "
+               f"{len(runs)} default runs; at least {repeats}, at most {CONFIRM_AT_MOST * repeats}")
+    return {"pairs": pairs, "noise_sd_log": sd, "default_runs": len(runs), "expected_speedup": expected_speedup,
+            "why": why}
 
 
 def _age_s(started) -> float:

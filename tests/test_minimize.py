@@ -116,3 +116,14 @@ def test_a_change_kept_by_a_passing_phase_of_the_machine_is_dropped_by_its_re_te
     assert minimal.contribution("alignment_threshold") is again
     files = minimal.contribution("files")
     assert files.retest and files.kept and "re-test on the minimal configuration: kept" in files.describe()
+
+
+def test_the_expected_speedup_is_the_product_of_the_kept_changes_last_tests():
+    measure = noisy({("files", "per_process"): 1.8, ("alignment_interval", 1048576): 1.3}, cv=0.03)
+    minimal = walk_back(SPACE, WORKLOAD, INCUMBENT, 7, measure, pairs=3)
+    kept = {minimal.contribution(k).ratio for k in minimal.changes}  # one step may hold several knobs
+    assert minimal.expected_speedup == pytest.approx(np.prod(sorted(kept)))
+    assert minimal.expected_speedup == pytest.approx(1.8 * 1.3, rel=0.1)
+    assert all(minimal.contribution(k).retest for k in minimal.changes)  # the re-test's ratio, not the first's
+    nothing = walk_back(SPACE, WORKLOAD, INCUMBENT, 7, noisy({}, cv=0.03), pairs=3)
+    assert nothing.changes == {} and nothing.expected_speedup == 1.0

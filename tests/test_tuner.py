@@ -1,7 +1,9 @@
 """The tuning loop on the real stack: MPI ranks, parallel HDF5, Parsl, SQLite."""
 
+import math
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -13,8 +15,10 @@ from optuna.trial import TrialState
 
 from iobo import ConfigError, kernels
 from iobo.kernels import KernelSpec, vpic
-from iobo.trials import ROLE_DEFAULT
-from iobo.tuner import Tuner
+from iobo.measure import planned_pairs
+from iobo.minimize import MINIMAL_ATTR, Minimal, Step
+from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, baseline, best_trial
+from iobo.tuner import CONFIRM_AT_MOST, CONFIRM_PLAN_ATTR, Tuner
 
 from experiments.harness.faults import write_launcher
 from support.sizes import SMALL_VPIC
@@ -293,3 +297,34 @@ def test_kill_9_of_the_tuner_leaves_no_process_and_the_resume_cleans_up(storage,
     assert "stale" in trials[0].user_attrs["fail_reason"]
     assert [t.state for t in trials[1:]] == [TrialState.COMPLETE] * 4
     assert not list(scratch.glob("trial-*"))
+
+
+def test_confirm_runs_the_pairs_planned_from_the_default_runs_noise_and_the_walk_backs_gain(storage, scratch):
+    """Real runs: the walk-back measured only 1.05x (a minimal configuration set by hand), the default runs'
+    noise is several percent, so 2 pairs cannot resolve it and the confirmation runs its ceiling, 4 x 2."""
+    tuner = Tuner(kernel="vpic", ranks=2, trials=4, storage=storage, study="plan", workdir=str(scratch),
+                  kernel_options=SMALL_VPIC, sampler=tpe(), echo=None, warmup=False)
+    study = tuner.run()
+    best = best_trial(study)
+    retest = Step(("files",), 1.05, (1.01, 1.09), True, (105.0, 106.0), (100.0, 101.0), retest=True)
+    study.set_user_attr(MINIMAL_ATTR, Minimal(best.number, {"files": "per_process"}, [retest]).to_attr())
+    defaults = baseline(study.get_trials()).runs.values
+    assert len(defaults) >= 3
+    tuner.confirm(2, minimize=False)
+    plan = study.user_attrs[CONFIRM_PLAN_ATTR]
+    assert plan["expected_speedup"] == pytest.approx(1.05) and plan["default_runs"] == len(defaults)
+    assert plan["noise_sd_log"] == pytest.approx(statistics.stdev(math.log(v) for v in defaults))
+    assert plan["pairs"] == planned_pairs(plan["noise_sd_log"], 1.05, 2, CONFIRM_AT_MOST * 2) == 8
+    roles = [t.user_attrs["role"] for t in study.get_trials() if t.state == TrialState.COMPLETE]
+    assert roles.count(ROLE_CONFIRM_DEFAULT) == roles.count(ROLE_CONFIRM_BEST) == 8
+    assert "planned: 1.05x measured by the walk-back" in plan["why"]
+
+
+def test_confirm_without_a_minimal_configuration_runs_the_pairs_asked_for(storage, scratch):
+    tuner = Tuner(kernel="vpic", ranks=2, trials=4, storage=storage, study="asked", workdir=str(scratch),
+                  kernel_options=SMALL_VPIC, sampler=tpe(), echo=None, warmup=False)
+    study = tuner.run()
+    tuner.confirm(2, minimize=False)
+    assert study.user_attrs[CONFIRM_PLAN_ATTR]["pairs"] == 2 and study.user_attrs[CONFIRM_PLAN_ATTR]["why"] == "as asked"
+    roles = [t.user_attrs["role"] for t in study.get_trials() if t.state == TrialState.COMPLETE]
+    assert roles.count(ROLE_CONFIRM_DEFAULT) == roles.count(ROLE_CONFIRM_BEST) == 2

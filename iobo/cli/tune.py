@@ -61,8 +61,9 @@ def add_parser(sub) -> None:
                         "over 2 trials, after 8 (roti-peak)")
     p.add_argument("--confirm", type=common.non_negative_int, default=3, metavar="N",
                    help="afterwards, find the minimal configuration (which changes matter) and re-measure it and "
-                        "the default N times each, interleaved, for a speedup with a confidence interval "
-                        "(default: %(default)s; 0 skips both)")
+                        "the default at least N times each, interleaved, for a speedup with a confidence interval; "
+                        "up to 4N when the default runs' noise says N cannot resolve the gain the walk-back "
+                        "measured (default: %(default)s; 0 skips both)")
     p.add_argument("--no-warmup", action="store_true",
                    help="no unrecorded warm-up runs of the default before measuring (they absorb cold starts)")
     p.add_argument("--no-minimize", action="store_true",
