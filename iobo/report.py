@@ -73,6 +73,7 @@ class StudyReport:
     origins: list[tuple[int, str, float | None]] = field(default_factory=list)
     predicted: dict[int, float] = field(default_factory=dict)
     prior_weights: list[tuple[int, float]] = field(default_factory=list)
+    confirm_plan: dict[str, Any] | None = None  # the last confirmation's pairs and why (iobo.tuner.confirm_plan)
 
     @property
     def confirmed(self) -> bool:
@@ -188,6 +189,9 @@ class StudyReport:
         if self.confirmed:
             rows.append(("default, re-measured", self.confirm_default.describe()))
             rows.append(("best, re-measured", self.confirm_best.describe()))
+            if self.confirm_plan:
+                rows.append(("confirmation", f"{self.confirm_plan['pairs']} interleaved pairs "
+                                             f"({self.confirm_plan['why']})"))
         rows.append(("speedup", self.speedup_text()))
         if self.roti is not None:
             peak, at = self.peak_roti
@@ -296,6 +300,7 @@ class StudyReport:
             "speedup_ci95": list(interval) if interval else None,
             "speedup_basis": self.speedup_basis,
             "speedup_distinguishable": self.distinguishable,
+            "confirm_plan": self.confirm_plan,
             "baseline_drift": self.baseline.drift if self.baseline else None,
             "best_single_run_over_baseline": (self.best_value / self.default.median
                                               if self.best_value and self.default else None),
@@ -434,6 +439,7 @@ def build_report(study) -> StudyReport:
         best_by_layer=best_by_layer,
         baseline=baseline,
         minimal=current_minimal(study, best) if best else None,
+        confirm_plan=study.user_attrs.get(study_trials.CONFIRM_PLAN_ATTR),
         recommendation=recommendation,
         frozen=dict(study.user_attrs.get(study_trials.FROZEN_ATTR, {})),
         context=context.describe() if context else "",

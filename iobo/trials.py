@@ -339,6 +339,9 @@ def owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+CONFIRM_PLAN_ATTR = "confirm_plan"
+"""Study attr: how many interleaved pairs the last confirmation ran and why (:func:`iobo.tuner.confirm_plan`)."""
+
 FROZEN_ATTR = "frozen"
 """Study attr: {parameter: reason} of knobs that cannot take effect in this environment (striping off Lustre,
 :func:`iobo.stack.environment_limits`): frozen at their defaults, left out of importance, never exported."""

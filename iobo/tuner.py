@@ -39,7 +39,6 @@ WARMUP_RUNS = 3  # at most this many unrecorded default runs before anything is 
 WARMUP_AGREEMENT = 0.25  # ... stopping when two in a row are within 25% of each other
 UNOWNED_AFTER_S = 120.0
 CONFIRM_AT_MOST = 4  # a confirmation runs at most this many times the pairs asked for
-CONFIRM_PLAN_ATTR = "confirm_plan"
 """A RUNNING trial with no owner attr this old (seconds) was left by a tuner that died right after asking it."""
 """Study attrs naming what a study tunes; a resumed study must match them."""
 
@@ -207,7 +206,7 @@ class Tuner:
         values, source = recommended(study, self.space, self.workload)
         minimal = current_minimal(study, best)
         plan = confirm_plan(study, minimal.expected_speedup if minimal else 1.0, repeats)
-        study.set_user_attr(CONFIRM_PLAN_ATTR, plan)
+        study.set_user_attr(trials.CONFIRM_PLAN_ATTR, plan)
         default = self.space.default()
         runs = []
         for _ in range(plan["pairs"]):

@@ -17,8 +17,9 @@ from iobo import ConfigError, kernels
 from iobo.kernels import KernelSpec, vpic
 from iobo.measure import planned_pairs
 from iobo.minimize import MINIMAL_ATTR, Minimal, Step
-from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, baseline, best_trial
-from iobo.tuner import CONFIRM_AT_MOST, CONFIRM_PLAN_ATTR, Tuner
+from iobo.report import build_report
+from iobo.trials import CONFIRM_PLAN_ATTR, ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, baseline, best_trial
+from iobo.tuner import CONFIRM_AT_MOST, Tuner
 
 from experiments.harness.faults import write_launcher
 from support.sizes import SMALL_VPIC
@@ -318,6 +319,9 @@ def test_confirm_runs_the_pairs_planned_from_the_default_runs_noise_and_the_walk
     roles = [t.user_attrs["role"] for t in study.get_trials() if t.state == TrialState.COMPLETE]
     assert roles.count(ROLE_CONFIRM_DEFAULT) == roles.count(ROLE_CONFIRM_BEST) == 8
     assert "planned: 1.05x measured by the walk-back" in plan["why"]
+    report = build_report(study)
+    assert f"confirmation:            8 interleaved pairs ({plan['why']})" in report.text()
+    assert report.to_dict()["confirm_plan"] == plan
 
 
 def test_confirm_without_a_minimal_configuration_runs_the_pairs_asked_for(storage, scratch):
