@@ -38,9 +38,8 @@ from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, R
 WARMUP_RUNS = 3  # at most this many unrecorded default runs before anything is measured
 WARMUP_AGREEMENT = 0.25  # ... stopping when two in a row are within 25% of each other
 UNOWNED_AFTER_S = 120.0
-CONFIRM_AT_MOST = 4  # a confirmation runs at most this many times the pairs asked for
 """A RUNNING trial with no owner attr this old (seconds) was left by a tuner that died right after asking it."""
-"""Study attrs naming what a study tunes; a resumed study must match them."""
+CONFIRM_AT_MOST = 4  # a confirmation runs at most this many times the pairs asked for
 
 
 class TunerCallback:

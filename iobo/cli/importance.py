@@ -61,7 +61,7 @@ class _Worker:
         if "fork" in multiprocessing.get_all_start_methods():
             self._pool = multiprocessing.get_context("fork").Pool(1)
             self._copy = self._pool.apply_async(_in_memory_copy, self._where)
-            self._ped_anova = self._pool.apply_async(_ped_anova_in_worker, self._where)
+            self._ped_anova = self._pool.apply_async(_ped_anova_of, (*self._where, True))
 
     def study(self):
         return self._copy.get() if self._pool else _real_study(*self._where)
@@ -109,19 +109,13 @@ def _in_memory_copy(storage: str, name: str | None):
     return _compat.in_memory_copy(_real_study(storage, name))
 
 
-def _ped_anova_of(storage: str, name: str | None):
-    from iobo.importance import param_importances
-
-    return param_importances(_real_study(storage, name))
-
-
-def _ped_anova_in_worker(storage: str, name: str | None):
-    """PED-ANOVA in the forked worker, which computes nothing else: Optuna's evaluator is imported
+def _ped_anova_of(storage: str, name: str | None, in_worker: bool = False):
+    """PED-ANOVA of the study. In the forked worker, which computes nothing else, Optuna's evaluator is imported
     without scikit-learn (1.5-2 s of CPU that this process's GP fit would compete with on 2 cores)."""
     from iobo import _compat
     from iobo.importance import param_importances
 
-    evaluator_class = _compat.import_ped_anova_without_scikit_learn()
+    evaluator_class = _compat.import_ped_anova_without_scikit_learn() if in_worker else None
     return param_importances(_real_study(storage, name), evaluator_class)
 
 
