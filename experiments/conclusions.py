@@ -66,7 +66,8 @@ def one_study(seed: int, trials: int, confirm: int, pairs: int, storage: str, wo
     interval = report.speedup_interval()
     return {
         "seed": seed, "minutes": minutes, "minimal": dict(report.best_config), "checks": checks,
-        "speedup": report.speedup, "interval": interval,
+        "speedup": 1.0 if report.keeps_default else report.speedup, "interval": interval,
+        "keeps_default": report.keeps_default,
         "estimate": report.best_value / report.default.median if report.best_value and report.default else None,
         "drift": report.baseline.drift if report.baseline else None,
         "steps": [s.describe() for s in report.minimal.steps] if report.minimal else [],
@@ -94,8 +95,9 @@ def main(argv=None) -> None:
             checks = ", ".join(f"{k} {ratio:.2f}x [{low:.2f}-{high:.2f}] {'confirmed' if ok else 'NOT confirmed'}"
                                for k, (ratio, low, high, ok) in r["checks"].items()) or "(nothing kept)"
             interval = f"[{r['interval'][0]:.2f}-{r['interval'][1]:.2f}]" if r["interval"] else "[-]"
+            confirmed = "none re-measured: keeps the default" if r["keeps_default"] else f"{r['speedup']:.2f}x {interval}"
             print(f"seed {seed:2d}: minimal {r['minimal'] or '{}'}; A/B: {checks}; confirm speedup "
-                  f"{r['speedup']:.2f}x {interval} vs tuning estimate {r['estimate']:.2f}x; baseline drift "
+                  f"{confirmed} vs tuning estimate {r['estimate']:.2f}x; baseline drift "
                   f"{100 * (r['drift'] or 0):+.0f}%; {r['minutes']:.1f} min", flush=True)
             for step in r["steps"]:
                 print(f"          {step}")
@@ -104,7 +106,7 @@ def main(argv=None) -> None:
     all_confirmed = sum(1 for r in results if all(ok for *_, ok in r["checks"].values()))
     print(f"\nstudies whose every minimal knob the separate A/B confirms: {all_confirmed} of {len(results)} "
           f"(target: all)")
-    speedups = [r["speedup"] for r in results]
+    speedups = [r["speedup"] for r in results]  # 1.0 for a study that keeps the default
     estimates = [r["estimate"] for r in results]
     print(f"confirm speedup: median {statistics.median(speedups):.2f}x (range {min(speedups):.2f}-"
           f"{max(speedups):.2f}); tuning-time estimate (best run / baseline): median "

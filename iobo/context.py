@@ -86,9 +86,10 @@ class Context:
         return text
 
 
-def kernel_context(kernel: str, ranks: int, options: Mapping[str, Any],
+def kernel_context(kernel: "str | kernels.JobSpec", ranks: int, options: Mapping[str, Any],
                    characterization: Mapping[str, Any] | None = None) -> Context:
-    """The context of a kernel study before any trial ran (``bytes_per_rank`` and ``fs_type`` unknown)."""
+    """The context of a kernel's (or a command's) study before any trial ran (``bytes_per_rank`` and ``fs_type``
+    unknown)."""
     spec = kernels.get(kernel)
     options = spec.resolve_options(options)
     workload = spec.workload(ranks, options)
@@ -97,8 +98,9 @@ def kernel_context(kernel: str, ranks: int, options: Mapping[str, Any],
     else:
         access = workload.dataset_bytes // ranks if workload.dataset_bytes else None
     default = spec.space().default()
-    layout = default.get("files", "shared" if kernel in kernels.BUILTINS else None)
-    return Context(ranks=ranks, nodes=workload.nodes, kernel=kernel, kernel_options=dict(options),
+    layout = default.get("files", "shared" if spec.name in kernels.BUILTINS else None)
+    what = {"command": spec.template} if spec.kind == "command" else {"kernel": spec.name}
+    return Context(ranks=ranks, nodes=workload.nodes, **what, kernel_options=dict(options),
                    access_bytes=access, file_layout=layout,
                    characterization=dict(characterization) if characterization else None)
 

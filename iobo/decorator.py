@@ -68,7 +68,7 @@ from iobo import trials
 from iobo.adapters import run_measure
 from iobo.config import IOConfig
 from iobo.errors import ConfigError, KernelError
-from iobo.measure import bandwidth_mb_per_s
+from iobo.measure import bandwidth_mb_per_s, format_mb_per_s
 from iobo.space import Space, Workload, format_value, io_stack_space
 from iobo.storage import DEFAULT_STORAGE, open_storage
 
@@ -251,7 +251,7 @@ class TunedApp:
         config = IOConfig(values, space)
         changed = ", ".join(f"{name}={format_value(value, space[name].unit)}"
                             for name, value in config.changed().items())
-        self._say(f"{self.name}: applying trial {best.number} of study {self.study_name!r} ({best.value:,.0f} MB/s; "
+        self._say(f"{self.name}: applying trial {best.number} of study {self.study_name!r} ({format_mb_per_s(best.value)} MB/s; "
                   f"{source}): {changed or 'the system default'}")
         return config
 
@@ -316,7 +316,7 @@ class TunedApp:
             for key, attr in (("bytes", nbytes), ("seconds", seconds), ("timed_by", timed_by), *attrs.items()):
                 trial.set_user_attr(key, attr)
             self._study.tell(trial, value)
-        self._say(f"{self.name}: trial {trial.number} [{trial.user_attrs['role']}] {value:,.1f} MB/s "
+        self._say(f"{self.name}: trial {trial.number} [{trial.user_attrs['role']}] {format_mb_per_s(value)} MB/s "
                   f"({nbytes} bytes in {seconds:.4f} s)")
 
     def _tell_fail(self, trial, reason: str) -> None:

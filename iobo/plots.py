@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from iobo.measure import format_mb_per_s
+
 
 @dataclass(frozen=True)
 class Series:
@@ -52,7 +54,7 @@ def best_so_far_chart(report) -> Chart | None:
     return Chart(
         "best_so_far", "Best bandwidth so far", "minutes of tuning", "bandwidth (MB/s)",
         (Series("best so far", minutes, best, "steps"),),
-        ((report.default.median, f"default median {report.default.median:,.0f} MB/s"),),
+        ((report.default.median, f"default median {format_mb_per_s(report.default.median)} MB/s"),),
     )
 
 
@@ -65,7 +67,7 @@ def roti_chart(report) -> Chart | None:
     return Chart(
         "roti", "Return on tuning investment (RoTI)", "minutes of tuning", "RoTI (MB/s per minute)",
         (Series("RoTI", minutes, values, "line"),
-         Series(f"peak {peak:,.1f} MB/s per min, at {at:.1f} min", (at,), (peak,), "points")),
+         Series(f"peak {format_mb_per_s(peak)} MB/s per min, at {at:.1f} min", (at,), (peak,), "points")),
         ((0.0, "no gain"),),
     )
 
@@ -75,13 +77,14 @@ def default_vs_best_chart(report) -> Chart | None:
     if report.headline is None:
         return None
     default, best = report.headline
-    low, high = report.speedup_interval()
-    which = "re-measured" if report.confirmed else "default runs vs best single run"
+    interval = report.speedup_interval()
+    title = f"Speedup {report.speedup:.2f}x, " + (f"95% CI {interval[0]:.2f}-{interval[1]:.2f}x" if interval
+                                                  else "too few runs for an interval")
     labels = (f"default ({default.n} runs)", f"best ({best.n} run{'s' if best.n > 1 else ''})")
     runs_x = [labels[0]] * default.n + [labels[1]] * best.n
     return Chart(
         "default_vs_best",
-        f"Speedup {report.speedup:.2f}x, 95% CI {low:.2f}-{high:.2f}x ({which})",
+        f"{title} (re-measured, interleaved)",
         "", "bandwidth (MB/s)",
         (
             Series("median, min-max", labels, (default.median, best.median), "bar",

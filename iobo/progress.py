@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from typing import IO
 
+from iobo.measure import format_mb_per_s
 from iobo.tuner import TunerCallback
 
 
@@ -37,9 +38,9 @@ class ProgressBar(TunerCallback):
         report = build_report(study)
         status = [f"{running} in flight"]
         if report.best_value is not None:
-            status.append(f"best {report.best_value:,.0f} MB/s")
+            status.append(f"best {format_mb_per_s(report.best_value)} MB/s")
         if report.roti is not None:
-            status.append(f"RoTI {report.roti:,.1f} MB/s/min")
+            status.append(f"RoTI {format_mb_per_s(report.roti)} MB/s/min")
         self.bar.update(1)
         self.bar.set_postfix_str(", ".join(status))  # redraws now: trials are seconds apart
 

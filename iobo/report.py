@@ -21,7 +21,7 @@ from typing import Any
 
 from iobo import trials as study_trials
 from iobo.importance import MIN_GP_TRIALS, robust_importance
-from iobo.measure import MB, Spread, bootstrap_speedup
+from iobo.measure import INTERVAL_MIN_RUNS, MB, Spread, bootstrap_speedup, format_mb_per_s
 from iobo.minimize import Minimal, current_minimal
 from iobo.surrogate import PRIOR_WEIGHT_ATTR
 from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, Baseline
@@ -100,15 +100,22 @@ class StudyReport:
         return best.median / default.median
 
     def speedup_interval(self, level: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
-        """Bootstrap confidence interval of :attr:`speedup` (see :func:`iobo.measure.bootstrap_speedup`)."""
-        if self.headline is None:
+        """Bootstrap confidence interval of :attr:`speedup` (see :func:`iobo.measure.bootstrap_speedup`); None before
+        ``confirm`` or with fewer than ``INTERVAL_MIN_RUNS`` re-measured runs of either side."""
+        if self.headline is None or min(s.n for s in self.headline) < INTERVAL_MIN_RUNS:
             return None
         default, best = self.headline
         return bootstrap_speedup(default.values, best.values, level, resamples, seed)
 
     @property
+    def keeps_default(self) -> bool:
+        """True when the recommended configuration is the system default (no change beat the noise)."""
+        return self.best_number is not None and bool(self.recommendation) and not self.best_config
+
+    @property
     def distinguishable(self) -> bool | None:
-        """True when the speedup's 95% interval excludes 1 (a gain or a loss beyond the noise); None unconfirmed."""
+        """True when the speedup's 95% interval excludes 1 (a gain or a loss beyond the noise); None without an
+        interval."""
         interval = self.speedup_interval()
         if interval is None:
             return None
@@ -136,9 +143,10 @@ class StudyReport:
         """Production runs after which tuning has paid for itself.
 
         ``tuning_seconds / (t_default - t_best)``, t = bytes per run /
-        bandwidth (see :attr:`seconds_per_run`); None when the best is no faster.
+        bandwidth (see :attr:`seconds_per_run`); None when the best is no faster or the recommendation is the
+        system default.
         """
-        if self.seconds_per_run is None:
+        if self.seconds_per_run is None or self.keeps_default:
             return None
         t_default, t_best = self.seconds_per_run
         if t_default <= t_best:
@@ -161,9 +169,15 @@ class StudyReport:
 
     def speedup_text(self) -> str:
         """The speedup with its interval, or why there is none."""
+        if self.headline is None and self.keeps_default:
+            return "none: the recommended configuration is the system default (no change beat the noise)"
         if self.headline is None:
             return ("not measured yet: `iobo confirm` re-measures the default and the recommended configuration, "
                     "interleaved (a best single run is not a speedup)")
+        if self.speedup_interval() is None:
+            pairs = min(s.n for s in self.headline)
+            return (f"{self.speedup:.2f}x from {pairs} interleaved pair(s), too few for an interval (at least "
+                    f"{INTERVAL_MIN_RUNS}: `iobo confirm --repeats {INTERVAL_MIN_RUNS}`), so no speedup is claimed")
         low, high = self.speedup_interval()
         text = (f"{self.speedup:.2f}x, 95% CI {low:.2f}x - {high:.2f}x (re-measured medians, interleaved; bootstrap "
                 f"of the ratio of medians, 2000 resamples, seed 0)")
@@ -185,7 +199,7 @@ class StudyReport:
         if self.baseline:
             rows.append(("default (baseline)", self.baseline.describe()))
         if self.best_value is not None:
-            rows.append(("best (single run)", f"{self.best_value:,.0f} MB/s (trial {self.best_number})"))
+            rows.append(("best (single run)", f"{format_mb_per_s(self.best_value)} MB/s (trial {self.best_number})"))
         if self.confirmed:
             rows.append(("default, re-measured", self.confirm_default.describe()))
             rows.append(("best, re-measured", self.confirm_best.describe()))
@@ -197,7 +211,7 @@ class StudyReport:
             peak, at = self.peak_roti
             rows.append(("tuning time", f"{self.tuning_minutes:.1f} min (first default run started to last "
                                         f"tuning trial finished; re-measurements excluded)"))
-            rows.append(("RoTI", f"{self.roti:,.1f} MB/s per minute of tuning; peak {peak:,.1f} at {at:.1f} min "
+            rows.append(("RoTI", f"{format_mb_per_s(self.roti)} MB/s per minute of tuning; peak {format_mb_per_s(peak)} at {at:.1f} min "
                                  f"(over the baseline median)"))
         rows.append(("viability point", self.viability_text()))
         if self.recommendation:
@@ -226,7 +240,7 @@ class StudyReport:
             kind = origin.split(":")[0]
             kinds[kind] = kinds.get(kind, 0) + 1
         text = ", ".join(f"{kind} {n}" for kind, n in kinds.items())
-        proposed = [f"#{number} {origin} " + (f"{value:,.0f} MB/s" if value is not None else "failed")
+        proposed = [f"#{number} {origin} " + (f"{format_mb_per_s(value)} MB/s" if value is not None else "failed")
                     + self._prediction(number, value)
                     for number, origin, value in self.origins if origin not in ("default", "sampler")]
         if proposed:
@@ -272,6 +286,8 @@ class StudyReport:
     def viability_text(self) -> str:
         """The viability point, its formula and the numbers put into it."""
         formula = "tuning time / (t_default - t_best), t = bytes per run / bandwidth"
+        if self.keeps_default:
+            return "never: the recommended configuration is the system default"
         if self.seconds_per_run is None:
             return f"unknown: needs default and best bandwidths and the bytes per run ({formula})"
         t_default, t_best = self.seconds_per_run

@@ -40,7 +40,7 @@ from typing import Any
 
 from iobo import _compat
 from iobo.errors import ConfigError
-from iobo.measure import Spread, roti
+from iobo.measure import Spread, format_mb_per_s, roti
 from iobo.storage import open_storage
 
 METRIC_NAME = "bandwidth (MB/s)"
@@ -135,8 +135,8 @@ class Baseline:
     def describe(self) -> str:
         text = f"{self.runs.describe()}"
         if self.drift is not None:
-            text += (f"; start {self.start.median:,.0f} MB/s ({self.start.n} runs), later "
-                     f"{self.later.median:,.0f} MB/s ({self.later.n} runs): drift {100 * self.drift:+.0f}%")
+            text += (f"; start {format_mb_per_s(self.start.median)} MB/s ({self.start.n} runs), later "
+                     f"{format_mb_per_s(self.later.median)} MB/s ({self.later.n} runs): drift {100 * self.drift:+.0f}%")
         return text
 
 

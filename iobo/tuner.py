@@ -30,6 +30,7 @@ from iobo.errors import ConfigError, Interrupted, JobEnded, KernelError, KernelP
 from iobo.config import IOConfig
 from iobo.context import kernel_context, note_outcome, record_context
 from iobo.launch import KernelJob, MPILauncher, MpiexecLauncher
+from iobo.measure import format_mb_per_s
 from iobo.runners import Runner
 from iobo.space import Space
 from iobo.storage import DEFAULT_STORAGE
@@ -190,7 +191,8 @@ class Tuner:
         power at the gain the walk-back measured, given the noise of the
         study's default runs. Planned from earlier runs only, so the interval
         is that of a fixed number of runs. The plan is the study attr
-        ``confirm_plan``. Returns the study.
+        ``confirm_plan``. Nothing runs when the recommended configuration is
+        the system default. Returns the study.
         """
         from iobo.minimize import current_minimal, recommended
 
@@ -203,10 +205,15 @@ class Tuner:
         if minimize and current_minimal(study, best) is None:
             self.minimize(pairs)
         values, source = recommended(study, self.space, self.workload)
+        default = self.space.default()
+        if IOConfig(values, self.space).is_default():
+            plan = {"pairs": 0, "why": "the recommended configuration is the system default: nothing to re-measure"}
+            study.set_user_attr(trials.CONFIRM_PLAN_ATTR, plan)
+            self._say(f"{source} is the system default: no speedup to confirm, keep the default")
+            return study
         minimal = current_minimal(study, best)
         plan = confirm_plan(study, minimal.expected_speedup if minimal else 1.0, repeats)
         study.set_user_attr(trials.CONFIRM_PLAN_ATTR, plan)
-        default = self.space.default()
         runs = []
         for _ in range(plan["pairs"]):
             runs += [(default, {"role": ROLE_CONFIRM_DEFAULT}), (values, {"role": ROLE_CONFIRM_BEST})]
@@ -382,7 +389,7 @@ class Tuner:
             self._freeze_environment_limits(study, outcome["result"].get("fs_type"))
             if len(seen) >= 2 and abs(seen[-1] / seen[-2] - 1) <= WARMUP_AGREEMENT:
                 break
-        self._say("warm-up (not recorded): " + ", ".join(f"{v:,.0f}" for v in seen) + " MB/s")
+        self._say("warm-up (not recorded): " + ", ".join(format_mb_per_s(v) for v in seen) + " MB/s")
 
     def _queue_interleaved_default(self, study) -> None:
         """Queue a default run when ``default_every`` search trials came after the last default run."""
@@ -404,7 +411,7 @@ class Tuner:
         if not stop_rule.should_stop(progress):
             return False
         self._say(f"stop rule {type(stop_rule).__name__}: stopping after {progress.trials} tuning trial(s), "
-                  f"{progress.minutes[-1]:.1f} min, RoTI {progress.roti:,.1f} MB/s per minute")
+                  f"{progress.minutes[-1]:.1f} min, RoTI {format_mb_per_s(progress.roti)} MB/s per minute")
         return True
 
     def _notify(self, hook: str, *args) -> None:
@@ -480,8 +487,8 @@ class Tuner:
         best = trials.best_trial(study)
         changed = IOConfig(trial.user_attrs["config"], self.space).changed()
         self._say(
-            f"trial {trial.number:3d} [{role}] {outcome['mb_per_s']:9,.0f} MB/s   "
-            f"best {best.value:9,.0f} MB/s (trial {best.number})   "
+            f"trial {trial.number:3d} [{role}] {format_mb_per_s(outcome['mb_per_s']):>9} MB/s   "
+            f"best {format_mb_per_s(best.value):>9} MB/s (trial {best.number})   "
             f"{_short(changed) or 'system default'}"
         )
 

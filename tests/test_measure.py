@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from iobo import KernelError
-from iobo.measure import (Measurement, Spread, bandwidth_mb_per_s, bootstrap_speedup, mixed_objective, planned_pairs,
-                          raw_write_mb_per_s, roti)
+from iobo.measure import (INTERVAL_MIN_RUNS, Measurement, Spread, bandwidth_mb_per_s, bootstrap_speedup,
+                          format_mb_per_s, mixed_objective, planned_pairs, raw_write_mb_per_s, roti)
 
 
 def test_bandwidth_is_decimal_megabytes_per_second():
@@ -24,6 +24,31 @@ def test_mixed_objective_weights_by_bytes_written():
 def test_roti_is_gain_per_minute():
     assert roti(best_mb_per_s=300, default_mb_per_s=100, tuning_minutes=4) == 50
     assert roti(300, 100, 0) == 0
+
+
+def test_bandwidths_keep_three_significant_digits_below_100_mb_per_s():
+    assert [format_mb_per_s(v) for v in (2042.4, 100.0, 99.96, 12.345, 0.0021345, 0.0)] == [
+        "2,042", "100", "100", "12.3", "0.00213", "0"]
+    assert Spread((0.0021, 0.0023, 0.0022)).describe() == "0.0022 MB/s median of 3 (min 0.0021, max 0.0023, CV 5%)"
+
+
+def null_exclusion_rate(runs: int, cases: int = 300, seed: int = 1) -> float:
+    """How often the 95% interval of :func:`bootstrap_speedup` excludes 1 when both sides draw from one log-normal
+    distribution (20% CV): seeded."""
+    rng = np.random.default_rng(seed)
+    excluded = 0
+    for _ in range(cases):
+        default, best = np.exp(0.2 * rng.standard_normal((2, runs)))
+        low, high = bootstrap_speedup(default, best, resamples=500, seed=int(rng.integers(1 << 30)))
+        excluded += not low <= 1.0 <= high
+    return excluded / cases
+
+
+def test_the_interval_holds_its_level_from_interval_min_runs_and_not_below():
+    assert null_exclusion_rate(INTERVAL_MIN_RUNS, cases=1000) <= 0.06
+    assert null_exclusion_rate(INTERVAL_MIN_RUNS + 4, cases=1000) <= 0.06
+    assert null_exclusion_rate(2) >= 0.2  # two runs a side: a "speedup" of nothing about a third of the time
+    assert null_exclusion_rate(1) == 1.0  # one run a side: the interval is a point
 
 
 def test_spread():

@@ -1,10 +1,13 @@
 """Figures carry the report's numbers, in plotly (dashboard) and in PNG (report files)."""
 
+from dataclasses import replace
+
 import optuna
 import pytest
 
 from iobo import plots
 from iobo.importance import Importance
+from iobo.measure import Spread
 from iobo.report import build_report
 from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH
 
@@ -20,7 +23,8 @@ def report(storage):
         add(study, value, ROLE_DEFAULT, minute)
     add(study, 150.0, ROLE_SEARCH, 4, files="per_process")
     add(study, 120.0, ROLE_SEARCH, 5)
-    for minute, (d, b) in enumerate(((95.0, 140.0), (105.0, 160.0), (100.0, 150.0)), start=10):
+    for minute, (d, b) in enumerate(((95.0, 140.0), (105.0, 160.0), (100.0, 150.0), (98.0, 145.0), (102.0, 155.0)),
+                                    start=10):
         add(study, d, ROLE_CONFIRM_DEFAULT, minute)
         add(study, b, ROLE_CONFIRM_BEST, minute, files="per_process")
     return build_report(study)
@@ -43,9 +47,15 @@ def test_default_vs_best_shows_the_remeasured_runs_and_the_speedup_interval(repo
     bars, runs = chart.series
     assert list(bars.y) == [100.0, 150.0]
     assert (list(bars.low), list(bars.high)) == ([95.0, 140.0], [105.0, 160.0])
-    assert sorted(runs.y) == [95.0, 100.0, 105.0, 140.0, 150.0, 160.0]
+    assert sorted(runs.y) == [95.0, 98.0, 100.0, 102.0, 105.0, 140.0, 145.0, 150.0, 155.0, 160.0]
     low, high = report.speedup_interval()
-    assert chart.title == f"Speedup 1.50x, 95% CI {low:.2f}-{high:.2f}x (re-measured)"
+    assert chart.title == f"Speedup 1.50x, 95% CI {low:.2f}-{high:.2f}x (re-measured, interleaved)"
+
+
+def test_default_vs_best_of_too_few_pairs_has_no_interval(report):
+    few = replace(report, confirm_default=Spread(report.confirm_default.values[:2]),
+                  confirm_best=Spread(report.confirm_best.values[:2]))
+    assert plots.default_vs_best_chart(few).title == "Speedup 1.50x, too few runs for an interval (re-measured, interleaved)"
 
 
 IMPORTANCE = Importance("gp-ablation", {"files": 0.7, "layout": 0.2, "cb_nodes": 0.1},
@@ -68,7 +78,7 @@ def test_plotly_figures_carry_the_chart_numbers(report):
     bars, runs = figure.data
     assert list(bars.y) == [100.0, 150.0]
     assert list(bars.error_y.array) == [5.0, 10.0] and list(bars.error_y.arrayminus) == [5.0, 10.0]
-    assert sorted(runs.y) == [95.0, 100.0, 105.0, 140.0, 150.0, 160.0]
+    assert sorted(runs.y) == [95.0, 98.0, 100.0, 102.0, 105.0, 140.0, 145.0, 150.0, 155.0, 160.0]
     figure = plots.to_plotly(plots.best_so_far_chart(report))
     assert figure.data[0].line.shape == "hv" and list(figure.data[0].y) == [100.0, 110.0, 110.0, 150.0, 150.0]
     assert figure.layout.shapes[0].y0 == 100.0  # the default median line

@@ -14,10 +14,11 @@ from optuna_dashboard import get_note
 from iobo import kernels
 from iobo.cli import main
 from iobo.importance import MIN_IMPORTANCE_TRIALS, param_importances
-from iobo.measure import bootstrap_speedup
+from iobo.measure import INTERVAL_MIN_RUNS, bootstrap_speedup
+from iobo.minimize import MINIMAL_ATTR, Minimal
 from iobo.report import build_report
 from iobo.space import format_value
-from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH
+from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH, best_trial
 from iobo.tuner import Tuner
 
 from support.sizes import SMALL_VPIC
@@ -71,7 +72,8 @@ def test_confirmation_runs_set_the_headline_speedup(study):
     for minute in (1, 2, 3):
         add(study, 100.0, ROLE_DEFAULT, minute)
     add(study, 300.0, ROLE_SEARCH, 4, files="per_process")  # a lucky run
-    for minute, (d, b) in enumerate(((95.0, 180.0), (105.0, 200.0), (100.0, 190.0)), start=10):
+    for minute, (d, b) in enumerate(((95.0, 180.0), (105.0, 200.0), (100.0, 190.0), (98.0, 185.0), (102.0, 195.0)),
+                                    start=10):
         add(study, d, ROLE_CONFIRM_DEFAULT, minute)
         add(study, b, ROLE_CONFIRM_BEST, minute, files="per_process")
     report = build_report(study)
@@ -109,13 +111,53 @@ def test_a_speedup_whose_interval_holds_1_is_called_noise(study):
     for minute in (1, 2, 3):
         add(study, 100.0, ROLE_DEFAULT, minute)
     add(study, 130.0, ROLE_SEARCH, 4, files="per_process")
-    for minute, (d, b) in enumerate(((80.0, 120.0), (120.0, 85.0), (100.0, 105.0)), start=10):
+    for minute, (d, b) in enumerate(((80.0, 120.0), (120.0, 85.0), (100.0, 105.0), (90.0, 95.0), (110.0, 100.0)),
+                                    start=10):
         add(study, d, ROLE_CONFIRM_DEFAULT, minute)
         add(study, b, ROLE_CONFIRM_BEST, minute, files="per_process")
     report = build_report(study)
     low, high = report.speedup_interval()
     assert low < 1 < high and report.distinguishable is False
     assert "no gain distinguishable from noise" in report.text()
+
+
+def test_fewer_pairs_than_an_interval_needs_claim_no_speedup(study):
+    for minute in (1, 2, 3):
+        add(study, 100.0, ROLE_DEFAULT, minute)
+    add(study, 150.0, ROLE_SEARCH, 4, files="per_process")
+    pairs = [(100.0, 150.0), (101.0, 160.0), (99.0, 155.0), (100.0, 152.0), (102.0, 158.0)]
+    for minute, (d, b) in enumerate(pairs[:INTERVAL_MIN_RUNS - 1], start=10):
+        add(study, d, ROLE_CONFIRM_DEFAULT, minute)
+        add(study, b, ROLE_CONFIRM_BEST, minute, files="per_process")
+    report = build_report(study)
+    assert report.speedup == pytest.approx(153.5 / 100.0)  # measured, and shown, but not claimed
+    assert report.speedup_interval() is None and report.distinguishable is None
+    assert re.search(rf"^speedup: +1.53x from {INTERVAL_MIN_RUNS - 1} interleaved pair\(s\), too few for an interval "
+                     rf"\(at least {INTERVAL_MIN_RUNS}: `iobo confirm --repeats {INTERVAL_MIN_RUNS}`\), so no speedup is "
+                     rf"claimed$", report.text(), re.M)
+    assert report.to_dict()["speedup_ci95"] is None and report.to_dict()["speedup_distinguishable"] is None
+    d, b = pairs[INTERVAL_MIN_RUNS - 1]
+    add(study, d, ROLE_CONFIRM_DEFAULT, 20)
+    add(study, b, ROLE_CONFIRM_BEST, 21, files="per_process")
+    report = build_report(study)
+    assert report.speedup_interval()[0] > 1.0 and report.distinguishable is True
+
+
+def test_a_study_that_keeps_the_default_has_no_speedup_to_confirm(study):
+    for minute, value in ((1, 100.0), (2, 110.0), (3, 90.0)):
+        add(study, value, ROLE_DEFAULT, minute)
+    add(study, 80.0, ROLE_SEARCH, 4, files="per_process")  # slower than the default: the incumbent is a default run
+    report = build_report(study)
+    assert report.best_config == {} and report.keeps_default and report.speedup is None
+    assert re.search(r"^speedup: +none: the recommended configuration is the system default \(no change beat the "
+                     r"noise\)$", report.text(), re.M)
+    add(study, 150.0, ROLE_SEARCH, 5, files="per_process", bytes=10**9)  # faster, but the walk-back drops its change
+    study.set_user_attr(MINIMAL_ATTR, Minimal(best_trial(study).number, {}).to_attr())
+    report = build_report(study)
+    assert report.best_value == 150.0 and report.keeps_default
+    assert report.viability_runs is None
+    assert re.search(r"^viability point: +never: the recommended configuration is the system default$", report.text(),
+                     re.M)
 
 
 def test_the_baseline_is_every_default_run_and_shows_its_drift(study):
@@ -189,7 +231,9 @@ def test_report_files_of_a_real_study_match_its_trials(storage, scratch, tmp_pat
     tuner = Tuner(kernel="vpic", ranks=2, trials=5, storage=storage, study="real", workdir=str(scratch),
                   kernel_options=SMALL_VPIC, sampler=optuna.samplers.TPESampler(seed=0), echo=None)
     study = tuner.run()
-    tuner.confirm(repeats=2, minimize=False)
+    # a minimal configuration set by hand: a change to confirm, whichever trial is the incumbent
+    study.set_user_attr(MINIMAL_ATTR, Minimal(best_trial(study).number, {"files": "per_process"}).to_attr())
+    tuner.confirm(repeats=INTERVAL_MIN_RUNS, minimize=False)
     out = tmp_path / "report"
     assert main(["report", "--storage", storage, "--study", "real", "--out", str(out)]) == 0
     printed, written = capsys.readouterr()
@@ -231,8 +275,7 @@ def test_report_files_of_a_real_study_match_its_trials(storage, scratch, tmp_pat
     saved = nbytes / (median_default * 1e6) - nbytes / (median_best * 1e6)
     assert numbers["viability_runs"] == (pytest.approx(minutes * 60 / saved) if saved > 0 else None)
     space = kernels.get("vpic").space()
-    not_applied = best.user_attrs["not_applied"]  # left at their defaults in the recommendation
-    config = {**space.default(), **{k: v for k, v in best.user_attrs["config"].items() if k not in not_applied}}
+    config = space.complete({"files": "per_process"})  # the recommendation: the minimal configuration
     for layer, rows in numbers["best_by_layer"].items():
         for row in rows:
             p = space[row["parameter"]]

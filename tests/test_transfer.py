@@ -13,6 +13,7 @@ from iobo.cli import main
 from iobo.context import CONTEXT_ATTR, kernel_context
 from iobo.errors import ConfigError
 from iobo.kernels import vpic
+from iobo.measure import format_mb_per_s
 from iobo.space import MiB
 from iobo.samplers import GPSampler
 from iobo.surrogate import PRIOR_WEIGHT_ATTR
@@ -146,7 +147,7 @@ def test_tune_warm_starts_by_default_from_related_studies(capsys, earlier, scrat
     assert [t.user_attrs["origin"] for t in done[3:]] == [t.origin for t in expected]
     assert [t.user_attrs["predicted_speedup"] for t in done[3:]] == pytest.approx(
         [t.predicted_speedup for t in expected])
-    assert f"#3 {expected[0].origin} {done[3].value:,.0f} MB/s (predicted {expected[0].predicted_speedup:.2f}x" in out
+    assert f"#3 {expected[0].origin} {format_mb_per_s(done[3].value)} MB/s (predicted {expected[0].predicted_speedup:.2f}x" in out
     assert "how the transfer predicted:" in out and f"#3 {expected[0].predicted_speedup:.2f}x / " in out
     assert tune(earlier, scratch, "new", 7) == 0  # resumed: the GP proposes with the transferred prior mean
     study = optuna.load_study(study_name="new", storage=earlier)

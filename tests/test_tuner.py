@@ -324,11 +324,31 @@ def test_confirm_runs_the_pairs_planned_from_the_default_runs_noise_and_the_walk
     assert report.to_dict()["confirm_plan"] == plan
 
 
-def test_confirm_without_a_minimal_configuration_runs_the_pairs_asked_for(storage, scratch):
+def test_confirm_without_a_measured_gain_runs_the_pairs_asked_for(storage, scratch):
     tuner = Tuner(kernel="vpic", ranks=2, trials=4, storage=storage, study="asked", workdir=str(scratch),
                   kernel_options=SMALL_VPIC, sampler=tpe(), echo=None, warmup=False)
     study = tuner.run()
+    # a minimal configuration set by hand, with no test measured (whichever trial is the incumbent)
+    study.set_user_attr(MINIMAL_ATTR, Minimal(best_trial(study).number, {"files": "per_process"}).to_attr())
     tuner.confirm(2, minimize=False)
     assert study.user_attrs[CONFIRM_PLAN_ATTR]["pairs"] == 2 and study.user_attrs[CONFIRM_PLAN_ATTR]["why"] == "as asked"
     roles = [t.user_attrs["role"] for t in study.get_trials() if t.state == TrialState.COMPLETE]
     assert roles.count(ROLE_CONFIRM_DEFAULT) == roles.count(ROLE_CONFIRM_BEST) == 2
+
+
+def test_confirm_runs_nothing_when_the_recommendation_is_the_system_default(storage, scratch):
+    """Real runs; the walk-back kept no change (a minimal configuration set by hand), so there is no speedup to
+    re-measure: no run, the plan says why, the report says to keep the default."""
+    said = []
+    tuner = Tuner(kernel="vpic", ranks=2, trials=4, storage=storage, study="keep", workdir=str(scratch),
+                  kernel_options=SMALL_VPIC, sampler=tpe(), echo=said.append, warmup=False)
+    study = tuner.run()
+    study.set_user_attr(MINIMAL_ATTR, Minimal(best_trial(study).number, {}).to_attr())
+    before = len(study.get_trials())
+    tuner.confirm(5)
+    assert len(study.get_trials()) == before
+    assert study.user_attrs[CONFIRM_PLAN_ATTR]["pairs"] == 0
+    assert "is the system default: no speedup to confirm, keep the default" in said[-1]
+    report = build_report(study)
+    assert report.keeps_default and report.speedup is None
+    assert "none: the recommended configuration is the system default" in report.text()

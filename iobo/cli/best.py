@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from iobo.cli import common
+from iobo.measure import format_mb_per_s
 from iobo.space import format_value
 
 
@@ -15,7 +16,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     study = common.load_study(args.storage, args.study)
     best, config, how = common.chosen_config(study, args.full)
-    print(f"best: {best.value:,.0f} MB/s (trial {best.number} of study {study.study_name!r})")
+    print(f"best: {format_mb_per_s(best.value)} MB/s (trial {best.number} of study {study.study_name!r})")
     print(f"configuration: {how}")
     changed = config.changed()
     print("changed from the system default: "

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from iobo import _compat, trials
+from iobo.measure import format_mb_per_s
 from iobo.surrogate import PRIOR_WEIGHT_ATTR
 from iobo.tuner import TunerCallback
 
@@ -103,16 +104,16 @@ def trial_note(trial, space=None) -> str:
     parts = []
     if trial.state == TrialState.COMPLETE and "measured_by" in attrs:  # a program run under the shim
         parts.append(
-            f"**{trial.value:,.1f} MB/s** ({role}), measured by {attrs['measured_by']}; the whole job took "
+            f"**{format_mb_per_s(trial.value)} MB/s** ({role}), measured by {attrs['measured_by']}; the whole job took "
             f"{attrs.get('wall_seconds', 0):.3g} s"
         )
     elif trial.state == TrialState.COMPLETE:
         parts.append(
-            f"**{trial.value:,.1f} MB/s** ({role}): {attrs.get('bytes', 0):,} bytes in {attrs.get('seconds', 0):.4g} s "
+            f"**{format_mb_per_s(trial.value)} MB/s** ({role}): {attrs.get('bytes', 0):,} bytes in {attrs.get('seconds', 0):.4g} s "
             f"(open + write + close, slowest rank); the whole job took {attrs.get('wall_seconds', 0):.3g} s"
         )
         steps = attrs.get("step_mb_per_s", [])
-        parts.append("Per-step bandwidth (MB/s): " + (", ".join(f"{v:,.1f}" for v in steps) or "none reported"))
+        parts.append("Per-step bandwidth (MB/s): " + (", ".join(format_mb_per_s(v) for v in steps) or "none reported"))
     else:
         parts.append(f"**{trial.state.name}** ({role}): {attrs.get('fail_reason', 'no reason recorded')}")
     reason = attrs.get("origin_reason")

@@ -14,6 +14,7 @@ from optuna.trial import TrialState
 from iobo import adapters
 from iobo.cli import main
 from iobo.kernels.command import CommandSpec, Knob
+from iobo.measure import format_mb_per_s
 from iobo.runners.local import LocalRunner
 from iobo.space import KiB, MiB
 from iobo.tuner import Tuner
@@ -100,7 +101,7 @@ def test_iobo_run_applies_the_recommended_configuration_in_one_step(tuned_study,
     report = adapters.read_report(scratch / "report" / "io")  # what the shim measured, said on stderr
     assert report["bytes_written"] == program_line(result.stdout)["bytes_written"]
     moved, seconds = adapters.run_measure(report)
-    assert f"iobo run: {moved / seconds / 1e6:,.1f} MB/s ({moved:,} bytes of hdf5 I/O; the slowest rank spent " \
+    assert f"iobo run: {format_mb_per_s(moved / seconds / 1e6)} MB/s ({moved:,} bytes of hdf5 I/O; the slowest rank spent " \
            f"{seconds:.4g} s in I/O calls)" in result.stderr
 
     # the environment knob reaches the program

@@ -20,6 +20,7 @@ from iobo.cli import main
 from iobo.integrations.darshan import MpiioOps, characterize
 from iobo.integrations.darshan_rules import candidates, enqueue_suggestions, suggest
 from iobo.kernels import vpic
+from iobo.measure import format_mb_per_s
 from iobo.space import MiB
 from iobo.stack import environment_limits
 from iobo.trials import ROLE_DEFAULT, ROLE_SEARCH, enqueue_defaults
@@ -264,7 +265,7 @@ def test_tune_from_darshan_runs_the_rules_first_and_shows_where_trials_came_from
     assert (context.fs_type, context.bytes_per_rank) == ("tmpfs", done[0].user_attrs["bytes"] // 2)
     assert f"rule {len(expected)}, sampler 1" in out and f"sampler from #{trials - 1}" in out
     for t in done[3:-1]:
-        assert f"#{t.number} {t.user_attrs['origin']} {t.value:,.0f} MB/s" in out
+        assert f"#{t.number} {t.user_attrs['origin']} {format_mb_per_s(t.value)} MB/s" in out
     rule_trial = done[3]
     origin = f"Origin: `{rule_trial.user_attrs['origin']}`: {rule_trial.user_attrs['origin_reason']}"
     assert origin in trial_note(rule_trial, space)

@@ -24,6 +24,7 @@ from optuna_dashboard import get_note
 from iobo import kernels
 from iobo.integrations.dashboard import DashboardAnnotator, trial_note
 from iobo.kernels import KernelSpec, vpic
+from iobo.measure import format_mb_per_s
 from iobo.report import build_report
 from iobo.trials import ROLE_DEFAULT, ROLE_SEARCH
 from iobo.tuner import Tuner
@@ -72,8 +73,8 @@ def test_each_finished_trial_has_a_note_with_its_measurements(tuned):
             assert "#### stderr (tail)" in note and "injected failure: H5Dwrite()" in note
             assert "romio_ds_write` | `disable`" in note  # changed from the default
             continue
-        assert note.startswith(f"**{trial.value:,.1f} MB/s** ({attrs['role']}): {attrs['bytes']:,} bytes in ")
-        assert "Per-step bandwidth (MB/s): " + ", ".join(f"{v:,.1f}" for v in attrs["step_mb_per_s"]) in note
+        assert note.startswith(f"**{format_mb_per_s(trial.value)} MB/s** ({attrs['role']}): {attrs['bytes']:,} bytes in ")
+        assert "Per-step bandwidth (MB/s): " + ", ".join(format_mb_per_s(v) for v in attrs["step_mb_per_s"]) in note
         for name, value in attrs["effective"].items():
             assert f"| `{name}` | `{value}` |" in note
         for name, value in attrs["hints"].items():
@@ -137,7 +138,7 @@ def test_the_importance_figure_names_the_knob_that_carries_the_gain(storage):
     assert "error_x" in bars  # with its range over refits
     assert "gp-ablation" in figure["layout"]["title"]["text"]
     assert "Parameter importance" in get_note(study) and "files" in get_note(study)
-    assert all(note_of(study, t).startswith(f"**{t.value:,.1f} MB/s**") for t in study.get_trials())
+    assert all(note_of(study, t).startswith(f"**{format_mb_per_s(t.value)} MB/s**") for t in study.get_trials())
 
 
 def test_a_stderr_tail_with_a_code_fence_cannot_break_the_note():
@@ -219,7 +220,7 @@ def test_the_dashboard_shows_the_trials_best_value_notes_and_figures(tuned, dash
     page = wait_for_text(browser, "5 Trials", *(f"Trial {n}" for n in range(5)), "HDF5 settings in effect")
     failed = next(t for t in study.get_trials() if t.state == TrialState.FAIL)
     assert f"Trial {failed.number}\nFail" in page  # the injected failure is listed as such
-    assert f"{best.value:,.1f} MB/s ({best.user_attrs['role']})" in page  # its note, rendered
+    assert f"{format_mb_per_s(best.value)} MB/s ({best.user_attrs['role']})" in page  # its note, rendered
     browser.save_screenshot(str(tmp_path / "best-trial.png"))
     print(f"screenshots: {tmp_path / 'study.png'}, {tmp_path / 'best-trial.png'}")
 

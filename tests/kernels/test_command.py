@@ -3,14 +3,17 @@ shim; a program that fails, hangs or prints nothing usable fails its trial and t
 
 import json
 import os
+import re
 from pathlib import Path
 
 import optuna
 import pytest
 from optuna.trial import TrialState
 
+from iobo.context import study_context
 from iobo.errors import ConfigError, KernelError
 from iobo.kernels.command import CommandSpec, Knob, Objective, load_spec
+from iobo.report import build_report
 from iobo.runners.local import LocalRunner
 from iobo.tuner import Tuner
 
@@ -220,3 +223,14 @@ def test_the_wall_objective_counts_the_files_left_in_workdir(library, programs, 
     assert trial.user_attrs["bytes"] == sum(os.path.getsize(p) for p in left) == RANKS * POSIX_BYTES_PER_RANK
     assert trial.value == pytest.approx(trial.user_attrs["bytes"] / trial.user_attrs["wall_seconds"] / 1e6, rel=0.05)
     assert sorted(p.name for p in Path(trial.user_attrs["workdir"], "report").iterdir()) == ["io.0.json", "io.1.json"]
+
+
+def test_a_command_study_records_its_context_as_the_command(library, programs, storage, scratch):
+    spec = CommandSpec(f"{programs['posix']} {{workdir}}/e")
+    tuner = _tuner(spec, storage, scratch, trials=4)
+    study = tuner.run()
+    context = study_context(study)
+    assert (context.command, context.kernel) == (spec.template, None)
+    assert context.bytes_per_rank == 2 * POSIX_BYTES_PER_RANK and context.fs_type  # written, then read back
+    assert context.describe().startswith(f"{spec.template} on {RANKS} rank(s) (1 node(s)), ")
+    assert re.search(rf"^context: +{re.escape(context.describe())}$", build_report(study).text(), re.M)
