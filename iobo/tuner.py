@@ -331,6 +331,8 @@ class Tuner:
                                          len(running))
                         if asking and stop_rule is not None and self._should_stop(study, stop_rule):
                             asking = False
+                        if asking and target is not None and self._default_never_ran(study):
+                            asking = False
                 except BaseException as exc:
                     cut_short = self._fail_mine(study, exc)
                     raise
@@ -401,6 +403,19 @@ class Tuner:
             since = 0 if role == ROLE_DEFAULT else since + (role == ROLE_SEARCH)
         if since >= self.default_every:
             study.enqueue_trial(self.space.default(), user_attrs={"role": ROLE_DEFAULT})
+
+    def _default_never_ran(self, study) -> bool:
+        """True (and says why) when every one of at least ``default_repeats`` default runs failed and none
+        completed: without a baseline nothing can be concluded, and a program that cannot run its default
+        (a wrong command, rank count or path) fails every other configuration the same way."""
+        defaults = [t for t in study.get_trials(deepcopy=False) if trials.role(t) == ROLE_DEFAULT]
+        finished = [t for t in defaults if t.state in (state("COMPLETE"), state("FAIL"))]
+        if len(finished) < self.default_repeats or any(t.state == state("COMPLETE") for t in finished):
+            return False
+        reason = finished[-1].user_attrs.get("fail_reason", "no reason recorded")
+        self._say(f"the system default failed in all {len(finished)} of its runs, so there is no baseline: the "
+                  f"search stops here (resume once the command runs); last reason: {reason}")
+        return True
 
     def _should_stop(self, study, stop_rule) -> bool:
         from iobo.stopping import study_progress

@@ -206,7 +206,17 @@ class Objective:
 
     def measure(self, stdout: Sequence[str], report: Mapping[str, Any] | None, no_report: str, workdir: Path,
                 wall_s: float) -> tuple[float, int, float]:
-        """(MB/s, bytes, seconds) of one run; :class:`KernelError` with the reason when the run does not show it."""
+        """(MB/s, bytes, seconds) of one run; :class:`KernelError` with the reason, and the last line the program
+        printed, when the run does not show it (a program that quits early usually says why there)."""
+        try:
+            return self._measure(stdout, report, no_report, workdir, wall_s)
+        except KernelError as exc:
+            said = next((line.strip() for line in reversed(stdout) if line.strip()), "")
+            ends = f"its output ends: {said[:200]!r}" if said else "it printed nothing"
+            raise KernelError(f"{exc.reason}; {ends}") from None
+
+    def _measure(self, stdout: Sequence[str], report: Mapping[str, Any] | None, no_report: str, workdir: Path,
+                 wall_s: float) -> tuple[float, int, float]:
         moved, shim_seconds = run_measure(report) if report else (0, 0.0)
         if self.kind == "shim":
             if report is None:

@@ -139,8 +139,11 @@ def test_objectives_read_what_the_program_printed(tmp_path):
         with pytest.raises(KernelError) as caught:
             objective.measure(lines, None, "no report", tmp_path, 2.0)
         assert reason in caught.value.reason
-    with pytest.raises(KernelError, match="the shim saw no I/O by the program"):
+    with pytest.raises(KernelError, match="the shim saw no I/O by the program .*; its output ends: "
+                                          "'write: 200.0 MiB/s'$"):
         Objective().measure(lines, {**report, "bytes_written": 0}, "", tmp_path, 2.0)
+    with pytest.raises(KernelError, match="; it printed nothing$"):
+        Objective().measure(["\n"], {**report, "bytes_written": 0}, "", tmp_path, 2.0)
     with pytest.raises(KernelError, match="the program left no file in {workdir}"):
         Objective("wall").measure(lines, None, "", tmp_path / "sub" / "empty", 2.0)
 
@@ -209,8 +212,8 @@ def test_an_objective_that_finds_nothing_fails_the_trial(library, programs, stor
     tuner = _tuner(spec, storage, scratch)
     [trial] = tuner.measure(tuner.open_study(), [(spec.space().default(), {"role": "search"})])
     assert trial.state == TrialState.FAIL
-    assert trial.user_attrs["fail_reason"] == ("the program's output has no match for the objective regex "
-                                               "'bandwidth: ([0-9.]+)'")
+    assert trial.user_attrs["fail_reason"].startswith("the program's output has no match for the objective regex "
+                                                      "'bandwidth: ([0-9.]+)'; its output ends: '{\"bytes_written\":")
 
 
 def test_the_wall_objective_counts_the_files_left_in_workdir(library, programs, storage, scratch):
@@ -234,3 +237,18 @@ def test_a_command_study_records_its_context_as_the_command(library, programs, s
     assert context.bytes_per_rank == 2 * POSIX_BYTES_PER_RANK and context.fs_type  # written, then read back
     assert context.describe().startswith(f"{spec.template} on {RANKS} rank(s) (1 node(s)), ")
     assert re.search(rf"^context: +{re.escape(context.describe())}$", build_report(study).text(), re.M)
+
+
+def test_a_default_that_never_runs_stops_the_search_after_its_runs(library, storage, scratch):
+    """A program that exits 0 without I/O (here: one that needs another rank count and says so): the three default
+    runs fail with what it printed, and the search stops there instead of failing every trial of the budget."""
+    said = []
+    spec = CommandSpec("sh -c 'echo this example needs 4 processes; echo Quitting...'")
+    tuner = _tuner(spec, storage, scratch, trials=10)
+    tuner.echo = said.append
+    study = tuner.run()
+    done = study.get_trials()
+    assert len(done) == tuner.default_repeats == 3 and all(t.state == TrialState.FAIL for t in done)
+    assert done[-1].user_attrs["fail_reason"].endswith("; its output ends: 'Quitting...'")
+    assert any(line.startswith("the system default failed in all 3 of its runs, so there is no baseline: the search "
+                               "stops here") for line in said)
