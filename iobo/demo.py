@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from iobo.integrations.dashboard import command as dashboard_command
-from iobo.measure import Spread, raw_write_mb_per_s
+from iobo.measure import INTERVAL_MIN_RUNS, Spread, raw_write_mb_per_s
 from iobo.progress import console_watchers
 from iobo.report import build_report, write_report
 from iobo.tuner import Tuner
@@ -39,7 +39,7 @@ def main() -> None:
     )
     tuner.run()
     print()
-    tuner.confirm(repeats=5)
+    tuner.confirm(repeats=INTERVAL_MIN_RUNS)
     report = build_report(tuner.open_study())
     print("\n" + report.text())
     if report.confirm_best:

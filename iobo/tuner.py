@@ -186,8 +186,9 @@ class Tuner:
         best trial yet), :meth:`minimize` runs first (``pairs`` per test), so
         what is confirmed is what ``iobo export`` gives. When the minimal
         configuration holds a gain, the number of pairs is planned before any
-        is run (:func:`iobo.measure.planned_pairs`, up to ``CONFIRM_AT_MOST``
-        times ``repeats``): enough for the 95% interval to exclude 1 with 80%
+        is run (:func:`iobo.measure.planned_pairs`, at least
+        ``INTERVAL_MIN_RUNS``, up to ``CONFIRM_AT_MOST`` times ``repeats``):
+        enough for the 95% interval to exclude 1 with 80%
         power at the gain the walk-back measured, given the noise of the
         study's default runs. Planned from earlier runs only, so the interval
         is that of a fixed number of runs. The plan is the study attr
@@ -595,17 +596,20 @@ def confirm_plan(study, expected_speedup: float, repeats: int) -> dict[str, Any]
     import math
     import statistics
 
-    from iobo.measure import planned_pairs
+    from iobo.measure import INTERVAL_MIN_RUNS, planned_pairs
 
     base = trials.baseline(study.get_trials(deepcopy=False))
     runs = [v for v in (base.runs.values if base else ()) if v > 0]
     sd = statistics.stdev(math.log(v) for v in runs) if len(runs) >= 3 else 0.0
-    pairs = planned_pairs(sd, expected_speedup, repeats, CONFIRM_AT_MOST * repeats)
     if expected_speedup <= 1.0 or not sd:
+        pairs = repeats
         why = "as asked" if expected_speedup <= 1.0 else "as asked: fewer than 3 default runs to plan from"
-    else:
+    else:  # a planned confirmation is one whose interval can exclude 1: INTERVAL_MIN_RUNS pairs at least
+        at_least = max(repeats, INTERVAL_MIN_RUNS)
+        at_most = max(CONFIRM_AT_MOST * repeats, at_least)
+        pairs = planned_pairs(sd, expected_speedup, at_least, at_most)
         why = (f"planned: {expected_speedup:.2f}x measured by the walk-back, noise {sd:.2f} in log MB/s over "
-               f"{len(runs)} default runs; at least {repeats}, at most {CONFIRM_AT_MOST * repeats}")
+               f"{len(runs)} default runs; at least {at_least}, at most {at_most}")
     return {"pairs": pairs, "noise_sd_log": sd, "default_runs": len(runs), "expected_speedup": expected_speedup,
             "why": why}
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from iobo.cli import common
+from iobo.measure import INTERVAL_MIN_RUNS
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("confirm", help="re-measure default and the recommended configuration, interleaved")
     common.add_storage_args(p)
-    p.add_argument("--repeats", type=common.positive_int, default=5,
+    p.add_argument("--repeats", type=common.positive_int, default=INTERVAL_MIN_RUNS,
                    help="runs of each at least; up to 4x as many when the default runs' noise says this many "
                         "cannot resolve the gain the walk-back measured (default: %(default)s)")
     p.add_argument("--no-minimize", action="store_true",

@@ -7,6 +7,7 @@ import sys
 
 from iobo import trials
 from iobo.cli import common
+from iobo.measure import INTERVAL_MIN_RUNS
 
 
 def add_parser(sub) -> None:
@@ -59,11 +60,11 @@ def add_parser(sub) -> None:
                         "RoTI so far (marginal-roti), when the next trial is expected to add < 2%% "
                         "(expected-gain), after no 5%% gain in 5 trials (no-gain), or when RoTI has not risen "
                         "over 2 trials, after 8 (roti-peak)")
-    p.add_argument("--confirm", type=common.non_negative_int, default=3, metavar="N",
+    p.add_argument("--confirm", type=common.non_negative_int, default=INTERVAL_MIN_RUNS, metavar="N",
                    help="afterwards, find the minimal configuration (which changes matter) and re-measure it and "
-                        "the default at least N times each, interleaved, for a speedup with a confidence interval; "
-                        "up to 4N when the default runs' noise says N cannot resolve the gain the walk-back "
-                        "measured (default: %(default)s; 0 skips both)")
+                        "the default at least N times each, interleaved, for a speedup with a confidence interval "
+                        f"(which needs {INTERVAL_MIN_RUNS}); up to 4N when the default runs' noise says N cannot "
+                        "resolve the gain the walk-back measured (default: %(default)s; 0 skips both)")
     p.add_argument("--no-warmup", action="store_true",
                    help="no unrecorded warm-up runs of the default before measuring (they absorb cold starts)")
     p.add_argument("--no-minimize", action="store_true",
