@@ -321,11 +321,12 @@ class CommandSpec(JobSpec):
                 f"literal braces"
             )
         argv, _ = self.render(self.space().default(), Path(self.cwd), "0", 1)
-        if Path(argv[0]).name.startswith(LAUNCHERS):
-            raise ConfigError(f"the command starts with the MPI launcher {argv[0]!r}; iobo starts the program on "
+        program = _program(argv)
+        if Path(program).name.startswith(LAUNCHERS):
+            raise ConfigError(f"the command starts with the MPI launcher {program!r}; iobo starts the program on "
                               f"--ranks ranks itself: give the program and its arguments only")
         if not self.name:
-            object.__setattr__(self, "name", Path(argv[0]).name)
+            object.__setattr__(self, "name", Path(program).name)
 
     def _fields(self) -> list[str]:
         """The placeholders the template names; :class:`ConfigError` for a malformed one."""
@@ -411,7 +412,7 @@ class CommandSpec(JobSpec):
         if not Path(self.cwd).is_dir():
             raise ConfigError(f"the command's working directory {self.cwd} does not exist here; run from a "
                               f"machine that has it, or make the spec again where the program is")
-        program = self.render(self.space().default(), Path(self.cwd), "0", 1)[0][0]
+        program = _program(self.render(self.space().default(), Path(self.cwd), "0", 1)[0])
         if "/" in program:
             path = Path(self.cwd, program)
             found = path.is_file() and os.access(path, os.X_OK)
@@ -563,3 +564,14 @@ def load_spec(path: str | os.PathLike, **overrides: Any) -> CommandSpec:
               "params": data.get("params"), "cwd": str(path.resolve().parent), "name": data.get("name", "")}
     fields.update({k: v for k, v in overrides.items() if v is not None})
     return CommandSpec(**fields)
+
+
+def _program(argv: Sequence[str]) -> str:
+    """The program a command line runs: its first word, past an ``env`` and the settings and options it takes
+    (``env HDF5_PARAPREFIX=/scratch ./app`` runs ``./app``)."""
+    words = list(argv)
+    if words and Path(words[0]).name == "env":
+        words = words[1:]
+        while words and ("=" in words[0] or words[0].startswith("-")):
+            words = words[2:] if words[0] in ("-u", "--unset", "-C", "--chdir") else words[1:]
+    return words[0] if words else argv[0]

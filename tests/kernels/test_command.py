@@ -79,6 +79,7 @@ def test_knob_and_objective_parse_the_command_line_forms():
     (lambda: CommandSpec("true }"), "is malformed (Single '}' encountered in format string)"),
     (lambda: CommandSpec("true 'unbalanced"), "cannot be split into words (No closing quotation)"),
     (lambda: CommandSpec("mpiexec -n 4 ./app"), "starts with the MPI launcher 'mpiexec'"),
+    (lambda: CommandSpec("env A=1 -u B srun ./app"), "starts with the MPI launcher 'srun'"),
     (lambda: CommandSpec("true", params=("cb_buffer_size", "stripe")), "(unknown: ['stripe'])"),
     (lambda: CommandSpec("true", knobs=(FILES, FILES)), "repeated or taken: ['files']"),
     (lambda: CommandSpec("true", knobs=(Knob("layout", (("a", ""), ("b", "x"))),)), "repeated or taken: ['layout']"),
@@ -108,6 +109,10 @@ def test_a_missing_program_is_refused_before_any_job(library, storage, scratch, 
                                           rf"\(looked in {tmp_path}\)"):
         Tuner(kernel=spec, storage=storage, workdir=str(scratch), runner=LocalRunner(), echo=None)
     assert optuna.get_all_study_names(storage) == [] and list(scratch.iterdir()) == []
+    behind_env = CommandSpec("env HDF5_PARAPREFIX={workdir} ./no-such-app", cwd=str(tmp_path))
+    assert behind_env.name == "no-such-app"  # the program env runs names the study, not env
+    with pytest.raises(ConfigError, match=r"the program './no-such-app' of the command is not an executable file"):
+        Tuner(kernel=behind_env, storage=storage, workdir=str(scratch), runner=LocalRunner(), echo=None)
     with pytest.raises(ConfigError, match="a command takes no option \\['particles'\\], only keep=true"):
         Tuner(kernel=CommandSpec("true"), kernel_options={"particles": 1}, storage=storage, workdir=str(scratch))
     with pytest.raises(ConfigError, match="pruner='median' needs per-step bandwidths, which a command does not print"):
