@@ -95,7 +95,8 @@ def main(argv=None) -> None:
             checks = ", ".join(f"{k} {ratio:.2f}x [{low:.2f}-{high:.2f}] {'confirmed' if ok else 'NOT confirmed'}"
                                for k, (ratio, low, high, ok) in r["checks"].items()) or "(nothing kept)"
             interval = f"[{r['interval'][0]:.2f}-{r['interval'][1]:.2f}]" if r["interval"] else "[-]"
-            confirmed = "none re-measured: keeps the default" if r["keeps_default"] else f"{r['speedup']:.2f}x {interval}"
+            confirmed = ("none re-measured: keeps the default" if r["keeps_default"]
+                         else f"{r['speedup']:.2f}x {interval}")
             print(f"seed {seed:2d}: minimal {r['minimal'] or '{}'}; A/B: {checks}; confirm speedup "
                   f"{confirmed} vs tuning estimate {r['estimate']:.2f}x; baseline drift "
                   f"{100 * (r['drift'] or 0):+.0f}%; {r['minutes']:.1f} min", flush=True)

@@ -251,8 +251,8 @@ class TunedApp:
         config = IOConfig(values, space)
         changed = ", ".join(f"{name}={format_value(value, space[name].unit)}"
                             for name, value in config.changed().items())
-        self._say(f"{self.name}: applying trial {best.number} of study {self.study_name!r} ({format_mb_per_s(best.value)} MB/s; "
-                  f"{source}): {changed or 'the system default'}")
+        self._say(f"{self.name}: applying trial {best.number} of study {self.study_name!r} "
+                  f"({format_mb_per_s(best.value)} MB/s; {source}): {changed or 'the system default'}")
         return config
 
     # -- tuning --------------------------------------------------------------------

@@ -174,14 +174,15 @@ class StudyReport:
         if self.headline is None:
             return ("not measured yet: `iobo confirm` re-measures the default and the recommended configuration, "
                     "interleaved (a best single run is not a speedup)")
-        if self.speedup_interval() is None:
+        interval = self.speedup_interval()
+        if interval is None:
             pairs = min(s.n for s in self.headline)
             return (f"{self.speedup:.2f}x from {pairs} interleaved pair(s), too few for an interval (at least "
                     f"{INTERVAL_MIN_RUNS}: `iobo confirm --repeats {INTERVAL_MIN_RUNS}`), so no speedup is claimed")
-        low, high = self.speedup_interval()
+        low, high = interval
         text = (f"{self.speedup:.2f}x, 95% CI {low:.2f}x - {high:.2f}x (re-measured medians, interleaved; bootstrap "
                 f"of the ratio of medians, 2000 resamples, seed 0)")
-        if not self.distinguishable:
+        if low <= 1.0 <= high:
             text += ": no gain distinguishable from noise"
         return text
 
@@ -211,8 +212,8 @@ class StudyReport:
             peak, at = self.peak_roti
             rows.append(("tuning time", f"{self.tuning_minutes:.1f} min (first default run started to last "
                                         f"tuning trial finished; re-measurements excluded)"))
-            rows.append(("RoTI", f"{format_mb_per_s(self.roti)} MB/s per minute of tuning; peak {format_mb_per_s(peak)} at {at:.1f} min "
-                                 f"(over the baseline median)"))
+            rows.append(("RoTI", f"{format_mb_per_s(self.roti)} MB/s per minute of tuning; peak "
+                                 f"{format_mb_per_s(peak)} at {at:.1f} min (over the baseline median)"))
         rows.append(("viability point", self.viability_text()))
         if self.recommendation:
             rows.append(("recommended", self.recommendation))

@@ -55,7 +55,8 @@ def test_default_vs_best_shows_the_remeasured_runs_and_the_speedup_interval(repo
 def test_default_vs_best_of_too_few_pairs_has_no_interval(report):
     few = replace(report, confirm_default=Spread(report.confirm_default.values[:2]),
                   confirm_best=Spread(report.confirm_best.values[:2]))
-    assert plots.default_vs_best_chart(few).title == "Speedup 1.50x, too few runs for an interval (re-measured, interleaved)"
+    assert plots.default_vs_best_chart(few).title == ("Speedup 1.50x, too few runs for an interval "
+                                                      "(re-measured, interleaved)")
 
 
 IMPORTANCE = Importance("gp-ablation", {"files": 0.7, "layout": 0.2, "cb_nodes": 0.1},

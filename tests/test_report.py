@@ -133,7 +133,8 @@ def test_fewer_pairs_than_an_interval_needs_claim_no_speedup(study):
     assert report.speedup == pytest.approx(153.5 / 100.0)  # measured, and shown, but not claimed
     assert report.speedup_interval() is None and report.distinguishable is None
     assert re.search(rf"^speedup: +1.53x from {INTERVAL_MIN_RUNS - 1} interleaved pair\(s\), too few for an interval "
-                     rf"\(at least {INTERVAL_MIN_RUNS}: `iobo confirm --repeats {INTERVAL_MIN_RUNS}`\), so no speedup is "
+                     rf"\(at least {INTERVAL_MIN_RUNS}: `iobo confirm --repeats {INTERVAL_MIN_RUNS}`\), "
+                     rf"so no speedup is "
                      rf"claimed$", report.text(), re.M)
     assert report.to_dict()["speedup_ci95"] is None and report.to_dict()["speedup_distinguishable"] is None
     d, b = pairs[INTERVAL_MIN_RUNS - 1]

@@ -147,7 +147,8 @@ def test_tune_warm_starts_by_default_from_related_studies(capsys, earlier, scrat
     assert [t.user_attrs["origin"] for t in done[3:]] == [t.origin for t in expected]
     assert [t.user_attrs["predicted_speedup"] for t in done[3:]] == pytest.approx(
         [t.predicted_speedup for t in expected])
-    assert f"#3 {expected[0].origin} {format_mb_per_s(done[3].value)} MB/s (predicted {expected[0].predicted_speedup:.2f}x" in out
+    assert (f"#3 {expected[0].origin} {format_mb_per_s(done[3].value)} MB/s "
+            f"(predicted {expected[0].predicted_speedup:.2f}x") in out
     assert "how the transfer predicted:" in out and f"#3 {expected[0].predicted_speedup:.2f}x / " in out
     assert tune(earlier, scratch, "new", 7) == 0  # resumed: the GP proposes with the transferred prior mean
     study = optuna.load_study(study_name="new", storage=earlier)

@@ -111,8 +111,8 @@ def _summary(report) -> None:
     """What the shim measured and what did not take effect, on stderr."""
     moved, seconds = adapters.run_measure(report)
     if moved and seconds > 0:
-        print(f"iobo run: {format_mb_per_s(moved / seconds / 1e6)} MB/s ({moved:,} bytes of {report['level']} I/O; the slowest "
-              f"rank spent {seconds:.4g} s in I/O calls)", file=sys.stderr)
+        print(f"iobo run: {format_mb_per_s(moved / seconds / 1e6)} MB/s ({moved:,} bytes of {report['level']} I/O; "
+              f"the slowest rank spent {seconds:.4g} s in I/O calls)", file=sys.stderr)
     for item in report["not_applied"]:
         effect = f"in effect {item['in_effect']}" if item["in_effect"] is not None else "never applied"
         print(f"iobo run: {item['variable']}={item['requested']}: {effect} ({item['reason']})", file=sys.stderr)

@@ -109,11 +109,13 @@ def trial_note(trial, space=None) -> str:
         )
     elif trial.state == TrialState.COMPLETE:
         parts.append(
-            f"**{format_mb_per_s(trial.value)} MB/s** ({role}): {attrs.get('bytes', 0):,} bytes in {attrs.get('seconds', 0):.4g} s "
-            f"(open + write + close, slowest rank); the whole job took {attrs.get('wall_seconds', 0):.3g} s"
+            f"**{format_mb_per_s(trial.value)} MB/s** ({role}): {attrs.get('bytes', 0):,} bytes in "
+            f"{attrs.get('seconds', 0):.4g} s (open + write + close, slowest rank); the whole job took "
+            f"{attrs.get('wall_seconds', 0):.3g} s"
         )
         steps = attrs.get("step_mb_per_s", [])
-        parts.append("Per-step bandwidth (MB/s): " + (", ".join(format_mb_per_s(v) for v in steps) or "none reported"))
+        shown = ", ".join(format_mb_per_s(v) for v in steps)
+        parts.append("Per-step bandwidth (MB/s): " + (shown or "none reported"))
     else:
         parts.append(f"**{trial.state.name}** ({role}): {attrs.get('fail_reason', 'no reason recorded')}")
     reason = attrs.get("origin_reason")

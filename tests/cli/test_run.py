@@ -101,8 +101,8 @@ def test_iobo_run_applies_the_recommended_configuration_in_one_step(tuned_study,
     report = adapters.read_report(scratch / "report" / "io")  # what the shim measured, said on stderr
     assert report["bytes_written"] == program_line(result.stdout)["bytes_written"]
     moved, seconds = adapters.run_measure(report)
-    assert f"iobo run: {format_mb_per_s(moved / seconds / 1e6)} MB/s ({moved:,} bytes of hdf5 I/O; the slowest rank spent " \
-           f"{seconds:.4g} s in I/O calls)" in result.stderr
+    assert f"iobo run: {format_mb_per_s(moved / seconds / 1e6)} MB/s ({moved:,} bytes of hdf5 I/O; the slowest " \
+           f"rank spent {seconds:.4g} s in I/O calls)" in result.stderr
 
     # the environment knob reaches the program
     seen = scratch / "seen.txt"

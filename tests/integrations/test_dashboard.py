@@ -73,7 +73,8 @@ def test_each_finished_trial_has_a_note_with_its_measurements(tuned):
             assert "#### stderr (tail)" in note and "injected failure: H5Dwrite()" in note
             assert "romio_ds_write` | `disable`" in note  # changed from the default
             continue
-        assert note.startswith(f"**{format_mb_per_s(trial.value)} MB/s** ({attrs['role']}): {attrs['bytes']:,} bytes in ")
+        assert note.startswith(f"**{format_mb_per_s(trial.value)} MB/s** ({attrs['role']}): "
+                               f"{attrs['bytes']:,} bytes in ")
         assert "Per-step bandwidth (MB/s): " + ", ".join(format_mb_per_s(v) for v in attrs["step_mb_per_s"]) in note
         for name, value in attrs["effective"].items():
             assert f"| `{name}` | `{value}` |" in note
