@@ -500,6 +500,32 @@ static inline void account(enum level level, enum direction direction, uint64_t 
     add(&t->histogram[size_bin(bytes)], 1);
 }
 
+/* I/O phases: the wall time a process spends inside I/O calls of every kind
+ * (open, create, read, write, flush, sync, close), each call counted once, at
+ * the level of the outermost wrapped call (an H5Fclose's MPI-IO and POSIX
+ * calls are inside its time). A library's own I/O outside the program's
+ * calls (h5py closing a dataset through H5Idec_ref flushes its chunks with
+ * MPI-IO writes) is outermost at the lower level. POSIX time is also kept
+ * apart for files opened for writing (a sync of the output, not a read of
+ * an input or of Python's modules). Threads doing I/O at once each count. */
+enum phase_part { PHASE_HDF5, PHASE_MPIIO, PHASE_POSIX, PHASE_POSIX_OUTPUTS, N_PHASE_PARTS };
+static const char *const phase_names[N_PHASE_PARTS] = {"hdf5", "mpiio", "posix", "posix_outputs"};
+static uint64_t phase_ns[N_PHASE_PARTS];
+static __thread unsigned phase_depth __attribute__((tls_model("initial-exec")));
+
+/* Enter a wrapped I/O call: its start time when it is the outermost, else 0. */
+static inline uint64_t phase_enter(void)
+{
+    return phase_depth++ == 0 ? now_ns() : 0;
+}
+
+/* Leave it: the outermost call's seconds go to `part`. */
+static inline void phase_leave(enum phase_part part, uint64_t start)
+{
+    if (--phase_depth == 0 && start)
+        add(&phase_ns[part], now_ns() - start);
+}
+
 /* ------------------------------------------------------------------------ */
 /* outcome of each requested setting                                         */
 
@@ -595,7 +621,9 @@ struct fapl_values {
 
 struct file_record {
     enum level level; /* HDF5_LEVEL or MPIIO_LEVEL */
-    char name[NAME_CHARS];
+    char name[NAME_CHARS];      /* as the program gave it */
+    char path[NAME_CHARS];      /* absolute, ROMIO's "ufs:"-style prefix removed; "" when unknown */
+    char fs_type[32];           /* of the file system the file is on, from statfs(2) */
     uint64_t opens;
     uint64_t first_open_ns, last_close_ns; /* last_close_ns 0: not closed */
     char *hints;      /* MPI-IO: the hints of the last open, "key\0value\0..." */
@@ -609,6 +637,43 @@ static struct file_record *records;
 static size_t n_records, records_capacity;
 static uint64_t records_dropped; /* files beyond MAX_RECORDS: counted, not listed */
 static pthread_mutex_t records_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The file system type of `path` by its statfs(2) magic, named as /proc/mounts names it. */
+static void file_system_name(const char *path, char *out, size_t size)
+{
+    static const struct { unsigned long magic; const char *name; } known[] = {
+        {0x0BD00BD0UL, "lustre"}, {0x01021994UL, "tmpfs"}, {0xEF53UL, "ext4"}, {0x58465342UL, "xfs"},
+        {0x6969UL, "nfs"}, {0x47504653UL, "gpfs"}, {0x9123683EUL, "btrfs"}, {0x794C7630UL, "overlay"},
+        {0x19830326UL, "beegfs"}, {0x858458F6UL, "ramfs"},
+    };
+    struct statfs fs;
+    if (!path[0] || statfs(path, &fs) != 0) {
+        snprintf(out, size, "unknown");
+        return;
+    }
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        if ((unsigned long)fs.f_type == known[i].magic) {
+            snprintf(out, size, "%s", known[i].name);
+            return;
+        }
+    }
+    snprintf(out, size, "unknown:0x%lx", (unsigned long)fs.f_type);
+}
+
+/* The absolute path of a file name an HDF5 or MPI-IO open was given (ROMIO's
+ * "ufs:", "lustre:"... prefix removed); "" when it cannot be resolved. */
+static void absolute_path(const char *name, char *out, size_t size)
+{
+    const char *colon = strchr(name, ':'), *slash = strchr(name, '/');
+    if (colon && colon - name > 1 && (!slash || colon < slash))
+        name = colon + 1;
+    char resolved_path[PATH_MAX];
+    size_t length = realpath(name, resolved_path) ? strlen(resolved_path) : size;
+    if (length < size)
+        memcpy(out, resolved_path, length + 1);
+    else
+        out[0] = '\0'; /* unresolved, or longer than the record holds */
+}
 
 /* Index of the record of (level, name), added when new; -1 when full. Call with records_lock held. */
 static long record_for(enum level level, const char *name)
@@ -632,6 +697,8 @@ static long record_for(enum level level, const char *name)
     memset(r, 0, sizeof *r);
     r->level = level;
     snprintf(r->name, sizeof r->name, "%s", name);
+    absolute_path(name, r->path, sizeof r->path);
+    file_system_name(r->path, r->fs_type, sizeof r->fs_type);
     return (long)n_records++;
 }
 
@@ -967,8 +1034,9 @@ hid_t H5Fcreate(const char *name, unsigned flags, hid_t fcpl_id, hid_t fapl_id)
     add(&hdf5_calls, 1);
     bool copied, acted[N_SETTINGS] = {false};
     hid_t fapl = tuned_fapl(fapl_id, &copied, acted);
-    uint64_t opened = now_ns();
+    uint64_t opened = now_ns(), phase = phase_enter();
     hid_t file = real(name, flags, fcpl_id, fapl);
+    phase_leave(PHASE_HDF5, phase);
     if (file >= 0)
         after_file_open("H5Fcreate", name, file, fapl, acted, opened);
     if (copied)
@@ -985,8 +1053,9 @@ hid_t H5Fopen(const char *name, unsigned flags, hid_t fapl_id)
     add(&hdf5_calls, 1);
     bool copied, acted[N_SETTINGS] = {false};
     hid_t fapl = tuned_fapl(fapl_id, &copied, acted);
-    uint64_t opened = now_ns();
+    uint64_t opened = now_ns(), phase = phase_enter();
     hid_t file = real(name, flags, fapl);
+    phase_leave(PHASE_HDF5, phase);
     if (file >= 0)
         after_file_open("H5Fopen", name, file, fapl, acted, opened);
     if (copied)
@@ -1001,13 +1070,38 @@ herr_t H5Fclose(hid_t file_id)
     if (!real)
         return -1;
     add(&hdf5_calls, 1);
-    struct file_entry entry;
+    struct file_entry entry = {.id = H5I_INVALID_HID, .mpio = false, .logs = false, .transfer_said = false,
+                               .record = -1};
     bool known = file_entry_of(file_id, &entry, false);
+    uint64_t phase = phase_enter();
     herr_t status = real(file_id);
+    phase_leave(PHASE_HDF5, phase);
     if (status >= 0 && known)
         record_close(entry.record);
     return status;
 }
+
+/* Calls that change nothing and count in the I/O phases only: flushes, opens
+ * and closes of datasets (a chunked dataset's cache is written at H5Dclose). */
+#define HDF5_PHASE_WRAPPER(name, type, failed, PARAMS, ARGS) \
+    typedef type(*name##_fn) PARAMS;                          \
+    static name##_fn real_##name;                             \
+    type name PARAMS                                          \
+    {                                                         \
+        name##_fn real = REAL(name);                          \
+        if (!real)                                            \
+            return failed;                                    \
+        add(&hdf5_calls, 1);                                  \
+        uint64_t phase = phase_enter();                       \
+        type result = real ARGS;                              \
+        phase_leave(PHASE_HDF5, phase);                       \
+        return result;                                        \
+    }
+
+HDF5_PHASE_WRAPPER(H5Fflush, herr_t, -1, (hid_t object_id, H5F_scope_t scope), (object_id, scope))
+HDF5_PHASE_WRAPPER(H5Dopen2, hid_t, H5I_INVALID_HID, (hid_t loc_id, const char *name, hid_t dapl_id),
+                   (loc_id, name, dapl_id))
+HDF5_PHASE_WRAPPER(H5Dclose, herr_t, -1, (hid_t dset_id), (dset_id))
 
 /* ------------------------------------------------------------------------ */
 /* H5Dcreate2 / H5Dcreate1 / H5Dcreate_anon: chunked layout                  */
@@ -1208,7 +1302,9 @@ hid_t H5Dcreate2(hid_t loc_id, const char *name, hid_t type_id, hid_t space_id, 
     add(&hdf5_calls, 1);
     struct layout_plan plan;
     plan_layout(type_id, space_id, dcpl_id, &plan);
+    uint64_t phase = phase_enter();
     hid_t dataset = real(loc_id, name, type_id, space_id, lcpl_id, plan.dcpl >= 0 ? plan.dcpl : dcpl_id, dapl_id);
+    phase_leave(PHASE_HDF5, phase);
     if (dataset >= 0)
         after_dataset_create("H5Dcreate2", loc_id, dataset, name ? name : "?", &plan);
     if (plan.dcpl >= 0)
@@ -1226,7 +1322,9 @@ hid_t H5Dcreate1(hid_t loc_id, const char *name, hid_t type_id, hid_t space_id, 
     add(&hdf5_calls, 1);
     struct layout_plan plan;
     plan_layout(type_id, space_id, dcpl_id, &plan);
+    uint64_t phase = phase_enter();
     hid_t dataset = real(loc_id, name, type_id, space_id, plan.dcpl >= 0 ? plan.dcpl : dcpl_id);
+    phase_leave(PHASE_HDF5, phase);
     if (dataset >= 0)
         after_dataset_create("H5Dcreate1", loc_id, dataset, name ? name : "?", &plan);
     if (plan.dcpl >= 0)
@@ -1244,7 +1342,9 @@ hid_t H5Dcreate_anon(hid_t loc_id, hid_t type_id, hid_t space_id, hid_t dcpl_id,
     add(&hdf5_calls, 1);
     struct layout_plan plan;
     plan_layout(type_id, space_id, dcpl_id, &plan);
+    uint64_t phase = phase_enter();
     hid_t dataset = real(loc_id, type_id, space_id, plan.dcpl >= 0 ? plan.dcpl : dcpl_id, dapl_id);
+    phase_leave(PHASE_HDF5, phase);
     if (dataset >= 0)
         after_dataset_create("H5Dcreate_anon", loc_id, dataset, NULL, &plan);
     if (plan.dcpl >= 0)
@@ -1377,8 +1477,9 @@ herr_t H5Dwrite(hid_t dset_id, hid_t mem_type_id, hid_t mem_space_id, hid_t file
     }
 
     uint64_t bytes = transfer_bytes(dset_id, mem_type_id, mem_space_id, file_space_id);
-    uint64_t start = now_ns();
+    uint64_t start = now_ns(), phase = phase_enter();
     herr_t status = real(dset_id, mem_type_id, mem_space_id, file_space_id, dxpl, buf);
+    phase_leave(PHASE_HDF5, phase);
     uint64_t elapsed = now_ns() - start;
     if (status >= 0)
         account(HDF5_LEVEL, WRITE, bytes, elapsed);
@@ -1435,8 +1536,9 @@ herr_t H5Dread(hid_t dset_id, hid_t mem_type_id, hid_t mem_space_id, hid_t file_
         return -1;
     add(&hdf5_calls, 1);
     uint64_t bytes = transfer_bytes(dset_id, mem_type_id, mem_space_id, file_space_id);
-    uint64_t start = now_ns();
+    uint64_t start = now_ns(), phase = phase_enter();
     herr_t status = real(dset_id, mem_type_id, mem_space_id, file_space_id, plist_id, buf);
+    phase_leave(PHASE_HDF5, phase);
     uint64_t elapsed = now_ns() - start;
     if (status >= 0) {
         account(HDF5_LEVEL, READ, bytes, elapsed);
@@ -1622,8 +1724,9 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     struct note replaced = {.used = 0, .text = ""};
     MPI_Info tuned = any ? tuned_info(info, true, &duplicated, &replaced, acted) : info;
 
-    uint64_t opened = now_ns();
+    uint64_t opened = now_ns(), phase = phase_enter();
     int status = real(comm, filename, amode, tuned, fh);
+    phase_leave(PHASE_MPIIO, phase);
     if (duplicated)
         PMPI_Info_free(&tuned);
     if (status != MPI_SUCCESS)
@@ -1682,12 +1785,18 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
     if (!real)
         real = PMPI_File_set_view;
     ensure_init();
-    if (info == MPI_INFO_NULL || !any_hint_setting())
-        return real(fh, disp, etype, filetype, datarep, info);
+    if (info == MPI_INFO_NULL || !any_hint_setting()) {
+        uint64_t phase = phase_enter();
+        int status = real(fh, disp, etype, filetype, datarep, info);
+        phase_leave(PHASE_MPIIO, phase);
+        return status;
+    }
     bool duplicated = false, acted[N_SETTINGS] = {false};
     struct note replaced = {.used = 0, .text = ""};
     MPI_Info tuned = tuned_info(info, false, &duplicated, &replaced, acted);
+    uint64_t phase = phase_enter();
     int status = real(fh, disp, etype, filetype, datarep, tuned);
+    phase_leave(PHASE_MPIIO, phase);
     if (duplicated)
         PMPI_Info_free(&tuned);
     return status;
@@ -1750,7 +1859,9 @@ int MPI_File_close(MPI_File *fh)
         records[record].hints_size = size;
         pthread_mutex_unlock(&records_lock);
     }
+    uint64_t phase = phase_enter();
     int status = real(fh);
+    phase_leave(PHASE_MPIIO, phase);
     if (status == MPI_SUCCESS)
         record_close(record);
     return status;
@@ -1782,8 +1893,9 @@ static inline void account_mpiio(enum direction direction, bool collective, MPI_
         name##_fn real = REAL(name);                                               \
         if (!real)                                                                 \
             return MPI_ERR_INTERN;                                                 \
-        uint64_t start = now_ns();                                                 \
+        uint64_t start = now_ns(), phase = phase_enter();                          \
         int status = real ARGS;                                                    \
+        phase_leave(PHASE_MPIIO, phase);                                           \
         if (status == MPI_SUCCESS)                                                 \
             account_mpiio(direction, collective, count, datatype, now_ns() - start); \
         return status;                                                             \
@@ -1836,6 +1948,25 @@ static inline void account_mpiio(enum direction direction, bool collective, MPI_
 MPIIO_FAMILY(, int)
 MPIIO_FAMILY(_c, MPI_Count)
 
+/* MPI-IO calls that move no data of the program's and count in the I/O phases only. */
+#define MPIIO_PHASE_WRAPPER(name, PARAMS, ARGS) \
+    typedef int(*name##_fn) PARAMS;              \
+    static name##_fn real_##name;                \
+    int name PARAMS                              \
+    {                                            \
+        name##_fn real = REAL(name);             \
+        if (!real)                               \
+            return MPI_ERR_INTERN;               \
+        uint64_t phase = phase_enter();          \
+        int status = real ARGS;                  \
+        phase_leave(PHASE_MPIIO, phase);         \
+        return status;                           \
+    }
+
+MPIIO_PHASE_WRAPPER(MPI_File_sync, (MPI_File fh), (fh))
+MPIIO_PHASE_WRAPPER(MPI_File_set_size, (MPI_File fh, MPI_Offset size), (fh, size))
+MPIIO_PHASE_WRAPPER(MPI_File_preallocate, (MPI_File fh, MPI_Offset size), (fh, size))
+
 /* ------------------------------------------------------------------------ */
 /* POSIX reads and writes on regular files: accounting                       */
 
@@ -1846,8 +1977,14 @@ MPIIO_FAMILY(_c, MPI_Count)
  * they did not open (inherited stdin, stdout and stderr, sockets, dup(),
  * libc's own fopen). */
 enum fd_kind { FD_UNKNOWN, FD_OTHER, FILE_UNUSED, FILE_USED };
+#define FD_KIND_MASK 0x0f
+#define FD_OUTPUT 0x10 /* flag: the file was opened for writing */
 #define FD_KINDS 65536
 static uint8_t fd_kinds[FD_KINDS];
+/* The seconds (ns) of the outermost open of each counted file: they join the
+ * I/O phases at the file's first read, write or sync (MPI's shared-memory
+ * files are opened, never read or written). */
+static uint64_t open_phase_ns[FD_KINDS];
 
 static enum fd_kind classify_fd(int fd)
 {
@@ -1869,20 +2006,43 @@ static inline bool counted_fd(int fd)
     if (fd < 0 || fd >= FD_KINDS)
         return false;
     uint8_t kind = __atomic_load_n(&fd_kinds[fd], __ATOMIC_RELAXED);
-    if (kind == FILE_UNUSED) {
-        uint8_t expected = FILE_UNUSED;
-        if (__atomic_compare_exchange_n(&fd_kinds[fd], &expected, FILE_USED, false, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED))
+    if ((kind & FD_KIND_MASK) == FILE_UNUSED) {
+        uint8_t expected = kind;
+        if (__atomic_compare_exchange_n(&fd_kinds[fd], &expected, (uint8_t)((kind & FD_OUTPUT) | FILE_USED), false,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
             add(&counters[POSIX_LEVEL].files_opened, 1);
+            uint64_t opening = __atomic_exchange_n(&open_phase_ns[fd], 0, __ATOMIC_RELAXED);
+            add(&phase_ns[PHASE_POSIX], opening);
+            if (kind & FD_OUTPUT)
+                add(&phase_ns[PHASE_POSIX_OUTPUTS], opening);
+        }
         return true;
     }
-    return kind == FILE_USED;
+    return (kind & FD_KIND_MASK) == FILE_USED;
 }
 
-static void opened_fd(int fd)
+/* The I/O phase of an outermost POSIX call on a counted file. */
+static inline void posix_phase(int fd, uint64_t start)
 {
-    if (fd >= 0 && fd < FD_KINDS && !quiet) /* beyond FD_KINDS: not counted */
-        __atomic_store_n(&fd_kinds[fd], (uint8_t)classify_fd(fd), __ATOMIC_RELAXED);
+    if (!start)
+        return;
+    uint64_t elapsed = now_ns() - start;
+    add(&phase_ns[PHASE_POSIX], elapsed);
+    if (__atomic_load_n(&fd_kinds[fd], __ATOMIC_RELAXED) & FD_OUTPUT)
+        add(&phase_ns[PHASE_POSIX_OUTPUTS], elapsed);
+}
+
+/* After an open: what the descriptor is, and the open's seconds when it was
+ * the outermost I/O call (`start`, else 0). */
+static void opened_fd(int fd, int flags, uint64_t start)
+{
+    if (fd < 0 || fd >= FD_KINDS || quiet) /* beyond FD_KINDS: not counted */
+        return;
+    uint8_t kind = (uint8_t)classify_fd(fd);
+    if (kind == FILE_UNUSED && (flags & O_ACCMODE) != O_RDONLY)
+        kind |= FD_OUTPUT;
+    __atomic_store_n(&open_phase_ns[fd], kind == FD_OTHER || !start ? 0 : now_ns() - start, __ATOMIC_RELAXED);
+    __atomic_store_n(&fd_kinds[fd], kind, __ATOMIC_RELAXED);
 }
 
 typedef ssize_t (*write_fn)(int, const void *, size_t);
@@ -1918,9 +2078,11 @@ static close_fn real_close;
     do {                                                                 \
         if (quiet || !counted_fd(fd))                                    \
             return expr;                                                 \
-        uint64_t start = now_ns();                                       \
+        uint64_t start = now_ns(), phase = phase_enter();                \
         ssize_t moved = expr;                                            \
         uint64_t elapsed = now_ns() - start;                             \
+        phase_depth--;                                                   \
+        posix_phase(fd, phase);                                          \
         if (moved >= 0)                                                  \
             account(POSIX_LEVEL, direction, (uint64_t)moved, elapsed);   \
         return moved;                                                    \
@@ -1986,8 +2148,10 @@ int open(const char *path, int flags, ...)
 {
     mode_t mode = 0;
     OPEN_MODE(flags, mode);
+    uint64_t phase = phase_enter();
     int fd = REAL(open)(path, flags, mode);
-    opened_fd(fd);
+    phase_depth--;
+    opened_fd(fd, flags, phase);
     return fd;
 }
 
@@ -1995,8 +2159,10 @@ int open64(const char *path, int flags, ...)
 {
     mode_t mode = 0;
     OPEN_MODE(flags, mode);
+    uint64_t phase = phase_enter();
     int fd = REAL(open64)(path, flags, mode);
-    opened_fd(fd);
+    phase_depth--;
+    opened_fd(fd, flags, phase);
     return fd;
 }
 
@@ -2004,8 +2170,10 @@ int openat(int dirfd, const char *path, int flags, ...)
 {
     mode_t mode = 0;
     OPEN_MODE(flags, mode);
+    uint64_t phase = phase_enter();
     int fd = REAL(openat)(dirfd, path, flags, mode);
-    opened_fd(fd);
+    phase_depth--;
+    opened_fd(fd, flags, phase);
     return fd;
 }
 
@@ -2013,30 +2181,73 @@ int openat64(int dirfd, const char *path, int flags, ...)
 {
     mode_t mode = 0;
     OPEN_MODE(flags, mode);
+    uint64_t phase = phase_enter();
     int fd = REAL(openat64)(dirfd, path, flags, mode);
-    opened_fd(fd);
+    phase_depth--;
+    opened_fd(fd, flags, phase);
     return fd;
 }
 
 int creat(const char *path, mode_t mode)
 {
+    uint64_t phase = phase_enter();
     int fd = REAL(creat)(path, mode);
-    opened_fd(fd);
+    phase_depth--;
+    opened_fd(fd, O_WRONLY, phase);
     return fd;
 }
 
 int creat64(const char *path, mode_t mode)
 {
+    uint64_t phase = phase_enter();
     int fd = REAL(creat64)(path, mode);
-    opened_fd(fd);
+    phase_depth--;
+    opened_fd(fd, O_WRONLY, phase);
     return fd;
 }
 
 int close(int fd)
 {
+    bool used = !quiet && fd >= 0 && fd < FD_KINDS &&
+                (__atomic_load_n(&fd_kinds[fd], __ATOMIC_RELAXED) & FD_KIND_MASK) == FILE_USED;
+    uint64_t phase = used ? phase_enter() : 0;
+    int status = REAL(close)(fd);
+    if (used) {
+        phase_depth--;
+        posix_phase(fd, phase);
+    }
     if (fd >= 0 && fd < FD_KINDS)
         __atomic_store_n(&fd_kinds[fd], FD_UNKNOWN, __ATOMIC_RELAXED);
-    return REAL(close)(fd);
+    return status;
+}
+
+typedef int (*fsync_fn)(int);
+typedef int (*fdatasync_fn)(int);
+static fsync_fn real_fsync;
+static fdatasync_fn real_fdatasync;
+
+/* A sync of a counted file is part of the I/O phases (and uses the file). */
+#define POSIX_SYNC(fd, expr)                                  \
+    do {                                                      \
+        if (quiet || !counted_fd(fd))                         \
+            return expr;                                      \
+        uint64_t phase = phase_enter();                       \
+        int status = expr;                                    \
+        phase_depth--;                                        \
+        posix_phase(fd, phase);                               \
+        return status;                                        \
+    } while (0)
+
+int fsync(int fd)
+{
+    fsync_fn real = REAL(fsync);
+    POSIX_SYNC(fd, real(fd));
+}
+
+int fdatasync(int fd)
+{
+    fdatasync_fn real = REAL(fdatasync);
+    POSIX_SYNC(fd, real(fd));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -2415,6 +2626,8 @@ static void report_files(struct json *j)
         j_open(j, NULL, "{");
         j_string(j, "level", level_names[r->level]);
         j_string(j, "name", r->name);
+        j_string(j, "path", r->path);
+        j_string(j, "fs_type", r->fs_type);
         j_u64(j, "opens", r->opens);
         if (r->last_close_ns >= r->first_open_ns && r->last_close_ns)
             j_seconds(j, "open_seconds", r->last_close_ns - r->first_open_ns);
@@ -2514,6 +2727,10 @@ static void write_report(int rank, int ranks, bool with_mpi, const char *linked,
     j_u64(&j, "hdf5_calls", local.hdf5_calls);
     j_seconds(&j, "elapsed_seconds", now_ns() - start_ns);
     report_levels(&j);
+    j_open(&j, "phase_seconds", "{");
+    for (int part = 0; part < N_PHASE_PARTS; part++)
+        j_seconds(&j, phase_names[part], load(&phase_ns[part]));
+    j_close(&j, "}");
     report_settings(&j, &local, linked, program);
     report_files(&j);
     report_datasets(&j);

@@ -11,6 +11,11 @@ class IoboError(Exception):
     """Root of every error iobo raises on purpose."""
 
 
+class IoboWarning(UserWarning):
+    """Not an error: a setting iobo accepts that will likely give results the user does not want (a command
+    whose output path is not under ``{workdir}``); the message says why and the fix."""
+
+
 class SpaceError(IoboError, ValueError):
     """A parameter, value or constraint of a search space is invalid."""
 

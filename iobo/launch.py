@@ -15,6 +15,7 @@ from __future__ import annotations
 import abc
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -23,7 +24,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -205,9 +206,12 @@ def run_kernel(job: KernelJob, on_step: Callable[[dict], bool | None] | None = N
             raise KernelError(f"{what} timed out after {job.timeout_s:g} s and was killed", **ended,
                               stderr_tail=_tail(stderr))
         if code != 0:
-            last = next((line.strip() for line in reversed(stderr) if line.strip()), "")
+            said = program_error(lines, stderr)
+            last = next((line.strip() for line in reversed(stderr) if line.strip() and not _noise(line)), "")
             raise KernelError(f"{what} exited with code {code}{_disk_full_note(lines + stderr, job.workdir)}"
-                              + (f"; stderr ends: {last[:300]}" if last else ""), **ended, stderr_tail=_tail(stderr))
+                              + (f"; the program said: {said[:300]}" if said else "")
+                              + (f"; stderr ends: {last[:300]}" if last and last != said else ""),
+                              **ended, stderr_tail=_tail(stderr))
         try:
             outcome = spec.collect(lines, stderr, trial_dir, wall_s, config)
         except KernelError as exc:
@@ -263,6 +267,32 @@ def _disk_full_note(lines: list[str], workdir: str) -> str:
     """``": no space left on device at <workdir> (ENOSPC)..."`` when the job's output says so, else ``""``."""
     if any(marker in line for line in lines for marker in DISK_FULL_MARKERS):
         return f": no space left on device at {workdir} (ENOSPC); free space there or choose another --workdir"
+    return ""
+
+
+ERROR_LINE = re.compile(r"(?i:^\W*(error|fatal|abort(ed|ing)?|cannot|can't|could not|unable|failed|failure)\b)|"
+                        r"\bERROR\b|\b[Ee]rror:")
+"""A line in which a program states its own error (IOR: ``ERROR: block size must be a multiple of ...``)."""
+NOISE = re.compile(r"^\s*(HDF5-DIAG|#\d{3}:|major:|minor:|iobo_preload:|=+$|BAD TERMINATION|PID \d|RUNNING AT|EXIT CODE|"
+                   r"CLEANING UP|YOUR APPLICATION|This typically|Please see|application called MPI_Abort)")
+"""Lines that are not the program's words: HDF5's error stack, the shim's, mpiexec's banner on a bad exit."""
+
+
+def _noise(line: str) -> bool:
+    return bool(NOISE.match(line))
+
+
+def program_error(stdout: Sequence[str], stderr: Sequence[str]) -> str:
+    """The first line in which the program states its error, from stderr, else stdout ("" when none does).
+
+    Programs print their errors on either stream (IOR prints ``ERROR: ...`` on stdout); HDF5's error stack,
+    the shim's warnings and mpiexec's banner are skipped: they say where a call failed, not why.
+    """
+    for stream in (stderr, stdout):
+        for line in stream:
+            text = line.strip()
+            if text and not _noise(text) and ERROR_LINE.search(text):
+                return text
     return ""
 
 

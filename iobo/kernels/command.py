@@ -31,9 +31,11 @@ first value is the program's default, the baseline.
 Objectives (:class:`Objective`), by preference: ``shim`` (the default: the
 shim's accounting of the I/O calls, :func:`iobo.adapters.run_measure`: the
 bytes the program moved at its topmost level, HDF5, else MPI-IO, else
-POSIX, over the slowest rank's seconds in I/O calls at any level, so that
-the I/O HDF5 does outside ``H5Dwrite``, fill values at ``H5Dcreate`` say,
-counts too);
+POSIX, over the slowest rank's seconds in its I/O phases: opens, creates,
+writes, reads, flushes, syncs and closes, so that what HDF5 does outside
+``H5Dwrite``, fill values at ``H5Dcreate`` and chunk flushes at
+``H5Dclose`` say, counts too: the figure a program that times its own
+checkpoints prints);
 ``regex:PATTERN`` or ``json:PATH`` on the program's stdout (a bandwidth, in
 ``unit``); ``wall`` (bytes of the files left in ``{workdir}`` over the
 job's wall time). Whatever the objective, the shim's report (what took
@@ -51,13 +53,14 @@ import re
 import shlex
 import shutil
 import string
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from iobo.adapters import run_measure
-from iobo.errors import ConfigError, KernelError, SpaceError
+from iobo.errors import ConfigError, IoboWarning, KernelError, SpaceError
 from iobo.kernels import JobSpec, Launch
 from iobo.kernels.inputs import READ_HINTS, stack_subspace
 from iobo.space import Parameter, Space, Workload
@@ -199,7 +202,7 @@ class Objective:
 
     def describe(self) -> str:
         if self.kind == "shim":
-            return "the shim's I/O accounting (bytes over the slowest rank's seconds in I/O calls at any level)"
+            return "the shim's I/O accounting (bytes over the slowest rank's seconds in its I/O phases)"
         if self.kind == "wall":
             return "bytes of the files left in {workdir} over the job's wall time"
         return f"{self.kind} {self.pattern!r} on stdout, in {self.unit}"
@@ -422,6 +425,12 @@ class CommandSpec(JobSpec):
             raise ConfigError(f"the program {program!r} of the command is not an executable file (looked "
                               f"{'in ' + self.cwd if '/' in program else 'on PATH'}): build it or fix the command")
         preload_library()
+        if "workdir" not in self._fields():
+            warnings.warn(IoboWarning(
+                f"the command {self.template!r} has no {{workdir}}: every trial writes where the program chooses "
+                f"(relative paths from {self.cwd}), so trials overwrite one another's files, leave them behind, and "
+                f"the file system is the one the program writes to, not --workdir's; put the output path under "
+                f"{{workdir}} (a fresh directory per trial), e.g. -o {{workdir}}/out.h5"), stacklevel=2)
 
     def prepare(self, trial_dir, config, options, job) -> Launch:
         """``{workdir}`` made, the hints file written, the shim environment with a report prefix, the knobs."""
@@ -442,7 +451,6 @@ class CommandSpec(JobSpec):
     def collect(self, stdout, stderr, trial_dir, wall_s, config) -> dict[str, Any]:
         """The objective's value; the shim's report (what took effect, the counters) when the program wrote one."""
         from iobo import adapters, trials
-        from iobo.stack import filesystem_type
 
         workdir = trial_dir / "work"
         try:
@@ -455,7 +463,7 @@ class CommandSpec(JobSpec):
             "shim_warnings": [no_report]}
         result.update({
             "requested_hints": config.mpi_hints(),
-            "fs_type": filesystem_type(workdir),
+            "fs_type": file_system_written(report, workdir),
             "measured_by": self.objective.describe(),
             "stdout_tail": "".join(stdout)[-TAIL_CHARS:],
         })
@@ -564,6 +572,27 @@ def load_spec(path: str | os.PathLike, **overrides: Any) -> CommandSpec:
               "params": data.get("params"), "cwd": str(path.resolve().parent), "name": data.get("name", "")}
     fields.update({k: v for k, v in overrides.items() if v is not None})
     return CommandSpec(**fields)
+
+
+def file_system_written(report: Mapping[str, Any] | None, workdir: Path) -> str:
+    """The type of the file system the program's files are on, as the shim saw them opened (statfs at each HDF5
+    and MPI-IO open): ``lustre`` when any was on Lustre (its striping can act), else the type most were on; a
+    type the shim did not know is looked up by the file's path here. ``workdir``'s when the shim saw no file
+    (no report, or POSIX I/O only)."""
+    from collections import Counter
+
+    from iobo.stack import filesystem_type
+
+    found: Counter[str] = Counter()
+    for files in (report["effective"]["files"].values() if report else ()):
+        for entry in files.values():
+            fs_type = entry.get("fs_type") or "unknown"
+            if fs_type.startswith("unknown") and entry.get("path"):
+                fs_type = filesystem_type(Path(entry["path"]).parent)
+            found[fs_type] += 1
+    if not found:
+        return filesystem_type(workdir)
+    return "lustre" if "lustre" in found else found.most_common(1)[0][0]
 
 
 def _program(argv: Sequence[str]) -> str:

@@ -4,6 +4,7 @@ shim; a program that fails, hangs or prints nothing usable fails its trial and t
 import json
 import os
 import re
+import warnings
 from pathlib import Path
 
 import optuna
@@ -121,7 +122,7 @@ def test_a_missing_program_is_refused_before_any_job(library, storage, scratch, 
 
 def test_objectives_read_what_the_program_printed(tmp_path):
     lines = ["starting\n", "write: 100.0 MiB/s\n", '{"results": {"write": [250.5, 3]}}\n', "write: 200.0 MiB/s\n"]
-    report = {"bytes_written": 4_000_000, "bytes_read": 0, "io_seconds": 0.25, "all_levels_seconds": 0.5}
+    report = {"bytes_written": 4_000_000, "bytes_read": 0, "io_seconds": 0.25, "phase_seconds": 0.5}
     # the last match wins, converted to MB/s; bytes and seconds are the shim's
     assert Objective("regex", r"write: ([0-9.]+) MiB/s", "MiB/s").measure(lines, report, "", tmp_path, 2.0) == (
         pytest.approx(200.0 * 1.048576), 4_000_000, 0.5)
@@ -190,16 +191,24 @@ def _tuner(spec, storage, scratch, **kwargs):
 
 def test_a_failing_hanging_or_unmeasurable_program_fails_its_trial_and_the_study_goes_on(library, programs, storage,
                                                                                         scratch):
-    behaviour = Knob("behaviour", (("ok", ""), ("fail", "echo cannot open >&2; exit 3;"), ("hang", "sleep 60;")))
+    says_why = ("echo starting; echo ERROR: block size must be a multiple of transfer size; "
+                "echo HDF5-DIAG: Error detected in HDF5 >&2; echo \"    minor: Some MPI function failed\" >&2; exit 255;")
+    behaviour = Knob("behaviour", (("ok", ""), ("fail", "echo cannot open >&2; exit 3;"), ("hang", "sleep 60;"),
+                                   ("says_why", says_why)))
     spec = CommandSpec(f"sh -c '{{behaviour}} exec {programs['posix']} {{workdir}}/e'", knobs=(behaviour,))
     tuner = _tuner(spec, storage, scratch, timeout_s=5)
     study = tuner.open_study()
     default = spec.space().default()
-    runs = [({**default, "behaviour": b}, {"role": "search"}) for b in ("fail", "hang", "ok")]
-    failed, hung, ok = tuner.measure(study, runs)
+    runs = [({**default, "behaviour": b}, {"role": "search"}) for b in ("fail", "hang", "ok", "says_why")]
+    failed, hung, ok, said = tuner.measure(study, runs)
 
     assert failed.state == TrialState.FAIL
-    assert failed.user_attrs["fail_reason"] == "command 'sh' exited with code 3; stderr ends: cannot open"
+    assert failed.user_attrs["fail_reason"] == "command 'sh' exited with code 3; the program said: cannot open"
+    # the program's own error, printed on stdout (as IOR does), over HDF5's error stack on stderr; stdout is kept
+    assert said.state == TrialState.FAIL
+    assert said.user_attrs["fail_reason"] == (
+        "command 'sh' exited with code 255; the program said: ERROR: block size must be a multiple of transfer size")
+    assert "starting" in said.user_attrs["stdout_tail"] and "minor:" in said.user_attrs["stderr_tail"]
     assert hung.state == TrialState.FAIL
     assert hung.user_attrs["fail_reason"] == "command 'sh' timed out after 5 s and was killed"
     assert ok.state == TrialState.COMPLETE  # the study went on
@@ -208,7 +217,7 @@ def test_a_failing_hanging_or_unmeasurable_program_fails_its_trial_and_the_study
     assert ok.user_attrs["bytes"] == 2 * printed["bytes_written"] == 2 * RANKS * POSIX_BYTES_PER_RANK
     assert ok.value == pytest.approx(ok.user_attrs["bytes"] / ok.user_attrs["seconds"] / 1e6)
     io = ok.user_attrs["io"]
-    assert io["level"] == "posix" and io["ranks"] == RANKS and io["all_levels_seconds"] == ok.user_attrs["seconds"] > 0
+    assert io["level"] == "posix" and io["ranks"] == RANKS and io["phase_seconds"] == ok.user_attrs["seconds"] > 0
     assert list(scratch.iterdir()) == []  # trial directories removed (no keep)
 
 
@@ -257,3 +266,23 @@ def test_a_default_that_never_runs_stops_the_search_after_its_runs(library, stor
     assert done[-1].user_attrs["fail_reason"].endswith("; its output ends: 'Quitting...'")
     assert any(line.startswith("the system default failed in all 3 of its runs, so there is no baseline: the search "
                                "stops here") for line in said)
+
+
+def test_the_file_system_is_where_the_program_wrote_and_a_command_without_workdir_is_warned(
+        library, programs, storage, scratch, tmp_path):
+    """The program writes to tmpfs (an absolute path of its own) while --workdir is on the root disk: the trial's
+    file system is the one the shim saw the HDF5 file opened on, not --workdir's; the command has no {workdir}, so
+    its trials overwrite one file: iobo says so before any job runs."""
+    from iobo.errors import IoboWarning
+    from iobo.stack import filesystem_type
+
+    assert filesystem_type(tmp_path) != "tmpfs" == filesystem_type(scratch)
+    spec = CommandSpec(f"{programs['hdf5_18']} {scratch / 'fixed.h5'}")
+    with pytest.warns(IoboWarning, match=r"has no \{workdir\}: every trial writes where the program chooses"):
+        tuner = Tuner(kernel=spec, ranks=RANKS, storage=storage, study="fs", workdir=str(tmp_path / "work"),
+                      runner=LocalRunner(), warmup=False, echo=None)
+    [trial] = tuner.measure(tuner.open_study(), [(spec.space().default(), {"role": "default"})])
+    assert trial.user_attrs["fs_type"] == "tmpfs"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        CommandSpec(f"{programs['hdf5_18']} {{workdir}}/out.h5").check()  # with {workdir}: nothing to say
