@@ -1610,16 +1610,26 @@ static char *effective_hints(MPI_File fh, size_t *size)
 }
 
 /* Why a hint reads back as `value` (NULL: not reported) after iobo set it. */
-static void hint_reason(int which, const char *value, const char *hints, size_t size, char *out, size_t out_size)
+/* Why a requested hint reads back with another value; `processes`: how many
+ * opened the file (its communicator's size; 0 unknown). */
+static void hint_reason(int which, const char *value, const char *hints, size_t size, int processes, char *out,
+                        size_t out_size)
 {
     if (!value && (which == STRIPING_FACTOR || which == STRIPING_UNIT))
         snprintf(out, out_size, "MPI_File_get_info does not report it: striping takes effect only on Lustre");
     else if (!value)
         snprintf(out, out_size, "MPI_File_get_info does not report it: the MPI-IO driver ignores it");
+    else if (which == CB_NODES && processes > 0 && (uint64_t)processes < settings[CB_NODES].number)
+        snprintf(out, out_size, "ROMIO lowered it to the %d process(es) that opened the file: a file opened by "
+                 "fewer ranks (MPI_COMM_SELF, a subcommunicator) has at most one aggregator per process", processes);
     else if (which == CB_NODES) {
         const char *list = hint_value(hints, size, "cb_config_list");
-        snprintf(out, out_size, "ROMIO lowered it to what cb_config_list=%s allows (*:1 is one aggregator per host; "
-                 "cb_config_list=*:* lifts the limit)", list ? list : "?");
+        if (list && !strcmp(list, "*:*"))
+            snprintf(out, out_size, "ROMIO lowered it to what the hosts and processes that opened the file allow "
+                     "(cb_config_list=*:* already allows every process)");
+        else
+            snprintf(out, out_size, "ROMIO lowered it to what cb_config_list=%s allows (*:1 is one aggregator per "
+                     "host; cb_config_list=*:* allows every process)", list ? list : "?");
     } else
         snprintf(out, out_size, "MPI_File_get_info after the open reports another value");
 }
@@ -1681,8 +1691,8 @@ static MPI_Info tuned_info(MPI_Info info, bool every, bool *duplicated, struct n
 
 /* Compare the hints in effect with the requested ones: note each outcome and
  * describe it on `line`. `when` qualifies the reason ("" at open). */
-static void check_hints(const bool *acted, const char *hints, size_t size, const char *label, const char *when,
-                        struct note *line)
+static void check_hints(const bool *acted, const char *hints, size_t size, int processes, const char *label,
+                        const char *when, struct note *line)
 {
     for (int i = 0; i < N_SETTINGS; i++) {
         const struct setting *s = &settings[i];
@@ -1694,7 +1704,7 @@ static void check_hints(const bool *acted, const char *hints, size_t size, const
             note_add(line, "%s=%s", s->hint, value);
         } else {
             char reason[320];
-            hint_reason(i, value, hints, size, reason, sizeof reason);
+            hint_reason(i, value, hints, size, processes, reason, sizeof reason);
             if (*when) {
                 char qualified[384];
                 snprintf(qualified, sizeof qualified, "%s: %s", when, reason);
@@ -1739,7 +1749,9 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     for (int i = 0; i < N_SETTINGS; i++)
         if (acted[i])
             note_acted(i);
-    check_hints(acted, hints, size, label, "", &line);
+    int processes = 0;
+    PMPI_Comm_size(comm, &processes);
+    check_hints(acted, hints, size, processes, label, "", &line);
 
     pthread_mutex_lock(&records_lock);
     long record = record_for(MPIIO_LEVEL, label);
@@ -1853,7 +1865,13 @@ int MPI_File_close(MPI_File *fh)
             const char *now = hint_value(hints, size, s->hint), *then = hint_value(r->hints, r->hints_size, s->hint);
             changed[i] = now && strcmp(now, s->text) != 0 && (!then || strcmp(now, then) != 0);
         }
-        check_hints(changed, hints, size, r->name, "changed after the open", &line);
+        int processes = 0;
+        MPI_Group group;
+        if (PMPI_File_get_group(handle, &group) == MPI_SUCCESS) {
+            PMPI_Group_size(group, &processes);
+            PMPI_Group_free(&group);
+        }
+        check_hints(changed, hints, size, processes, r->name, "changed after the open", &line);
         free(records[record].hints);
         records[record].hints = hints;
         records[record].hints_size = size;

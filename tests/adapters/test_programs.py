@@ -13,6 +13,7 @@ and ``h5ls -va`` on the written file, and the files' sizes.
 import json
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -314,3 +315,23 @@ def test_a_program_that_writes_collectively_itself_is_not_called_independent(lib
                 "the program asks for collective transfer itself: HDF5 reports {'contiguous_collective': 4}")
         else:
             assert "transfer_mode" not in attrs["not_applied"]
+
+
+def test_cb_nodes_lowered_by_a_one_process_open_is_explained_by_the_open(library, scratch):
+    """IOR opens its file once more from one process (MPI_COMM_SELF): ROMIO lowers cb_nodes to 1 there whatever
+    cb_config_list says, and the reason names that open, not cb_config_list (already *:*)."""
+    script = ("from mpi4py import MPI; import sys\n"
+              "f = MPI.File.Open(MPI.COMM_WORLD, sys.argv[1] + '.shared', MPI.MODE_CREATE | MPI.MODE_WRONLY); f.Close()\n"
+              "if MPI.COMM_WORLD.rank == 0:\n"
+              "    f = MPI.File.Open(MPI.COMM_SELF, sys.argv[1] + '.self', MPI.MODE_CREATE | MPI.MODE_WRONLY)\n"
+              "    print(f.Get_info().Get('cb_nodes')); f.Close()\n")
+    config = IOConfig.from_values({"cb_nodes": 2, "cb_config_list": "*:*"}, space=ior.space())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOBO_")}
+    env.update(adapters.preload_env(config, report_prefix=scratch / "report"))
+    done = subprocess.run(["mpiexec.mpich", "-n", str(RANKS), sys.executable, "-c", script, str(scratch / "f")],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1"]  # what MPI_File_get_info tells the program on the one-process open
+    [lowered] = [item for item in adapters.read_report(scratch / "report")["not_applied"] if item["setting"] == "cb_nodes"]
+    assert lowered["where"].endswith("f.self") and lowered["in_effect"] == "1"
+    assert lowered["reason"].startswith("ROMIO lowered it to the 1 process(es) that opened the file")
