@@ -338,13 +338,105 @@ def owner() -> str:
     """``host:pid`` of this process: who started a trial (for clean-up after a crash)."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
+def owner_alive(who: str) -> bool | None:
+    """Whether the process ``who`` (an :func:`owner`, ``host:pid``) still runs: True or False on this host; None
+    for another host's, or a malformed one (not knowable from here)."""
+    host, _, pid = who.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# -- the phases after the search: one tuner at a time -------------------------------------
+
+PHASE_LEASE_ATTR = "phase_lease"
+"""Study attr: the tuner running the phases after the search (the walk-back, the confirmation) right now,
+``{"owner": host:pid, "token", "phase", "since_unix"}``; None when none is (:func:`claim_phase_lease`)."""
+CONCLUDED_ATTR = "concluded"
+"""Study attr: ``{phase: {"from_trial", "owner", "token", "finished_unix"}}``: the last walk-back (``minimize``)
+and confirmation (``confirm``) finished, from which best trial, by which tuner."""
+LEASE_SETTLE_S = 2.0
+"""Seconds a claim of the lease waits before reading it back (longer than a storage write takes)."""
+
+
+def phase_lease(study, quiet_s: float) -> tuple[dict | None, bool]:
+    """(the study's phase lease or None, whether its holder is alive).
+
+    A holder on this host is alive while its process runs (as :func:`owner_alive`
+    tells for a trial's owner); one on another host while it started or
+    finished a trial, or claimed the lease, within ``quiet_s`` seconds (the
+    longest a trial may run, and some). A dead holder's lease is stale: free.
+    """
+    lease = study.user_attrs.get(PHASE_LEASE_ATTR)
+    if not lease:
+        return None, False
+    alive = owner_alive(lease["owner"])
+    if alive is None:
+        seen = [lease["since_unix"]]
+        for t in study.get_trials(deepcopy=False):
+            if t.user_attrs.get("owner") == lease["owner"]:
+                seen.append(t.user_attrs.get("started_unix", 0.0))
+                if t.datetime_complete is not None:
+                    seen.append(t.datetime_complete.timestamp())
+        alive = time.time() - max(seen) < quiet_s
+    return lease, alive
+
+
+def claim_phase_lease(study, token: str, phase: str) -> bool:
+    """Try to take the phase lease (free or stale: see :func:`phase_lease`); True when this tuner holds it.
+
+    Optuna's storages (SQLite, a journal file, PostgreSQL) offer no
+    compare-and-set on an attr, so this is Fischer's mutual exclusion:
+    write the claim right after finding the lease free, wait
+    ``LEASE_SETTLE_S`` (longer than any write takes), and hold the lease
+    only if the claim is still the one stored: of tuners that claimed
+    together, the last writer holds it, and the others see it was not theirs.
+    """
+    claim = {"owner": owner(), "token": token, "phase": phase, "since_unix": time.time()}
+    try:
+        study.set_user_attr(PHASE_LEASE_ATTR, claim)
+    except Exception:  # PostgreSQL: two first writes of the attr at once, one fails on the unique key
+        return False
+    time.sleep(LEASE_SETTLE_S)
+    return (study.user_attrs.get(PHASE_LEASE_ATTR) or {}).get("token") == token
+
+
+def release_phase_lease(study, token: str) -> None:
+    """Free the phase lease when this tuner (``token``) holds it."""
+    if (study.user_attrs.get(PHASE_LEASE_ATTR) or {}).get("token") == token:
+        study.set_user_attr(PHASE_LEASE_ATTR, None)
+
+
+def record_concluded(study, phase: str, from_trial: int, token: str) -> None:
+    """Record (:data:`CONCLUDED_ATTR`) that ``phase`` finished for best trial ``from_trial``; by the lease holder."""
+    done = dict(study.user_attrs.get(CONCLUDED_ATTR) or {})
+    done[phase] = {"from_trial": from_trial, "owner": owner(), "token": token, "finished_unix": time.time()}
+    study.set_user_attr(CONCLUDED_ATTR, done)
+
+
+def concluded_elsewhere(study, phase: str, from_trial: int, token: str, since_unix: float) -> dict | None:
+    """The record of ``phase`` finished for best trial ``from_trial`` by another tuner (not ``token``) after
+    ``since_unix``, or None."""
+    done = (study.user_attrs.get(CONCLUDED_ATTR) or {}).get(phase)
+    if done and done["from_trial"] == from_trial and done["token"] != token and done["finished_unix"] >= since_unix:
+        return done
+    return None
+
+
 
 CONFIRM_PLAN_ATTR = "confirm_plan"
 """Study attr: how many interleaved pairs the last confirmation ran and why (:func:`iobo.tuner.confirm_plan`)."""
 
 FROZEN_ATTR = "frozen"
 """Study attr: {parameter: reason} of knobs that cannot take effect in this environment (striping off Lustre,
-:func:`iobo.stack.environment_limits`): frozen at their defaults, left out of importance, never exported."""
+:func:`iobo.stack.environment_limits`) or for this program (no call to act on in the default runs under the shim,
+:func:`iobo.stack.inert_knobs`): frozen at their defaults, left out of importance, never exported."""
 
 
 def record_suggestion(trial, space, workload, frozen: Iterable[str] = ()) -> dict[str, Any]:
@@ -403,7 +495,8 @@ def shim_attrs(report: Mapping[str, Any], config_values: Mapping[str, Any]) -> d
     ``effective``: the HDF5 settings read back on the first HDF5 file, and
     the layout of each dataset created; ``hints``: the MPI-IO hints read back
     on the first MPI-IO file; ``io``: the accounting (level, bytes, the
-    slowest rank's seconds, per-level calls, bytes and size histograms).
+    slowest rank's seconds, per-level calls, files opened, bytes and size histograms, the datasets created:
+    what :func:`iobo.stack.inert_knobs` reads).
     """
     reasons: dict[str, str] = {}
     for item in report["not_applied"]:
@@ -428,6 +521,7 @@ def shim_attrs(report: Mapping[str, Any], config_values: Mapping[str, Any]) -> d
     io = {key: report[key] for key in ("level", "ranks", "bytes_written", "bytes_read", "io_seconds", "slowest_rank",
                                        "all_levels_seconds", "all_levels_rank", "hdf5_linked", "hdf5_calls")}
     io["levels"] = report["levels"]
+    io["datasets_created"] = len(report["effective"]["datasets"])
     io["files"] = {level: sorted(names)[:20] for level, names in files.items()}
     return {
         "effective": effective,

@@ -15,9 +15,9 @@ interleaved, so the speedup is not one lucky run.
 
 from __future__ import annotations
 
-import os
+import contextlib
 import signal
-import socket
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -41,6 +41,7 @@ WARMUP_AGREEMENT = 0.25  # ... stopping when two in a row are within 25% of each
 UNOWNED_AFTER_S = 120.0
 """A RUNNING trial with no owner attr this old (seconds) was left by a tuner that died right after asking it."""
 CONFIRM_AT_MOST = 4  # a confirmation runs at most this many times the pairs asked for
+LEASE_POLL_S = 2.0  # a tuner waiting for another's walk-back or confirmation looks again after this many seconds
 
 
 class TunerCallback:
@@ -165,6 +166,9 @@ class Tuner:
         self._transfer: Any = None  # the warm start's TransferModel (None: none found)
         self._transfer_looked = False
         self.warmup_mb_per_s: list[float] = []  # the unrecorded warm-up runs of this tuner
+        self._token = uuid.uuid4().hex  # this tuner, in the study's phase lease (several may share a process)
+        self._made_unix = time.time()  # conclusions other tuners reach after this are reported, not redone
+        self._holding = 0  # depth of _concluding blocks holding the lease (confirm runs minimize inside)
 
     # -- public API ------------------------------------------------------------
     def run(self):
@@ -194,15 +198,31 @@ class Tuner:
         is that of a fixed number of runs. The plan is the study attr
         ``confirm_plan``. Nothing runs when the recommended configuration is
         the system default. Returns the study.
-        """
-        from iobo.minimize import current_minimal, recommended
 
+        The phases after the search run once per study: several tuners of
+        one study take turns through a lease stored on it (:meth:`_concluding`),
+        and one that waited while another confirmed the current best trial
+        reports that conclusion instead of measuring its own.
+        """
         if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
             raise ConfigError(f"repeats must be a positive integer; got {repeats!r}")
         study = self.open_study()
-        best = trials.best_trial(study)
-        if best is None:
+        if trials.best_trial(study) is None:
             raise ConfigError(f"study {self.study!r} has no completed trial to confirm; run `iobo tune` first")
+        with self._concluding(study, "confirm"):
+            best = trials.best_trial(study)  # after the search trials of other tuners it waited for
+            done = trials.concluded_elsewhere(study, "confirm", best.number, self._token, self._made_unix)
+            if done:
+                self._say_concluded(study, best, done, "walk-back and confirmation")
+                return study
+            self._confirm(study, best, repeats, minimize, pairs)
+            trials.record_concluded(study, "confirm", best.number, self._token)
+        return study
+
+    def _confirm(self, study, best, repeats: int, minimize: bool, pairs: int) -> None:
+        """:meth:`confirm`'s runs, by the holder of the study's phase lease."""
+        from iobo.minimize import current_minimal, recommended
+
         if minimize and current_minimal(study, best) is None:
             self.minimize(pairs)
         values, source = recommended(study, self.space, self.workload)
@@ -211,7 +231,7 @@ class Tuner:
             plan = {"pairs": 0, "why": "the recommended configuration is the system default: nothing to re-measure"}
             study.set_user_attr(trials.CONFIRM_PLAN_ATTR, plan)
             self._say(f"{source} is the system default: no speedup to confirm, keep the default")
-            return study
+            return
         minimal = current_minimal(study, best)
         plan = confirm_plan(study, minimal.expected_speedup if minimal else 1.0, repeats)
         study.set_user_attr(trials.CONFIRM_PLAN_ATTR, plan)
@@ -220,18 +240,36 @@ class Tuner:
             runs += [(default, {"role": ROLE_CONFIRM_DEFAULT}), (values, {"role": ROLE_CONFIRM_BEST})]
         self._say(f"re-measuring the default and {source}, {plan['pairs']} times each, interleaved ({plan['why']})")
         self.measure(study, runs)
-        return study
 
     def minimize(self, pairs: int = 3):
         """Find which of the best trial's changes matter (:func:`iobo.minimize.walk_back`); stores and returns
-        the :class:`iobo.minimize.Minimal` (study attr ``minimal``)."""
+        the :class:`iobo.minimize.Minimal` (study attr ``minimal``).
+
+        Once per study: when another tuner of the study holds its phase lease
+        (:meth:`_concluding`), this one waits, and when that tuner stored the
+        walk-back of the current best trial meanwhile, returns it (and says so)
+        instead of walking back again."""
+        from iobo.minimize import current_minimal
+
+        study = self.open_study()
+        if trials.best_trial(study) is None:
+            raise ConfigError(f"study {self.study!r} has no completed trial to minimize; run `iobo tune` first")
+        with self._concluding(study, "minimize"):
+            best = trials.best_trial(study)
+            done = trials.concluded_elsewhere(study, "minimize", best.number, self._token, self._made_unix)
+            minimal = current_minimal(study, best) if done else None
+            if minimal is not None:
+                self._say_concluded(study, best, done, "walk-back")
+                return minimal
+            minimal = self._minimize(study, best, pairs)
+            trials.record_concluded(study, "minimize", best.number, self._token)
+        return minimal
+
+    def _minimize(self, study, best, pairs: int):
+        """:meth:`minimize`'s walk-back, by the holder of the study's phase lease."""
         from iobo.importance import ablation_shares
         from iobo.minimize import MINIMAL_ATTR, walk_back
 
-        study = self.open_study()
-        best = trials.best_trial(study)
-        if best is None:
-            raise ConfigError(f"study {self.study!r} has no completed trial to minimize; run `iobo tune` first")
         not_applied = {**best.user_attrs.get("not_applied", {}), **study.user_attrs.get(trials.FROZEN_ATTR, {})}
         importance = ablation_shares(study)
         self._say(f"minimizing trial {best.number}'s configuration: which of its changes matter "
@@ -389,7 +427,7 @@ class Tuner:
                 self._say(f"warm-up run (not recorded) failed: {exc.reason}")
                 return
             seen.append(outcome["mb_per_s"])
-            self._freeze_environment_limits(study, outcome["result"].get("fs_type"))
+            self._freeze_environment_limits(study, outcome["result"], default=True)
             if len(seen) >= 2 and abs(seen[-1] / seen[-2] - 1) <= WARMUP_AGREEMENT:
                 break
         self._say("warm-up (not recorded): " + ", ".join(format_mb_per_s(v) for v in seen) + " MB/s")
@@ -498,7 +536,7 @@ class Tuner:
         for key, value in trials.outcome_attrs(outcome).items():
             trial.set_user_attr(key, value)
         study.tell(trial, outcome["mb_per_s"])
-        self._freeze_environment_limits(study, outcome["result"].get("fs_type"))
+        self._freeze_environment_limits(study, outcome["result"], default=role == ROLE_DEFAULT)
         note_outcome(study, trials.outcome_attrs(outcome))
         best = trials.best_trial(study)
         changed = IOConfig(trial.user_attrs["config"], self.space).changed()
@@ -508,17 +546,96 @@ class Tuner:
             f"{_short(changed) or 'system default'}"
         )
 
-    def _freeze_environment_limits(self, study, fs_type: str | None) -> None:
-        """Freeze the knobs no configuration can make take effect on this file system (striping off Lustre)."""
-        from iobo.stack import environment_limits
+    def _freeze_environment_limits(self, study, result: Mapping[str, Any], default: bool) -> None:
+        """Freeze (study attr ``frozen``) the knobs no configuration can make take effect: on this file system
+        (striping off Lustre, :func:`iobo.stack.environment_limits`), and, from a run of the default before the
+        search (``default``: the run was one), for this program: those the shim saw no call to act on
+        (:func:`iobo.stack.inert_knobs`: the read hints of a program that never reads...). A later run that
+        makes such a call (a knob of the program changed what it does) thaws them."""
+        from iobo.stack import INERT_REASONS, environment_limits, inert_knobs
 
-        if not fs_type:
-            return
         known = study.user_attrs.get(trials.FROZEN_ATTR, {})
-        new = {k: v for k, v in environment_limits(self.space, fs_type).items() if k not in known}
-        if new:
-            study.set_user_attr(trials.FROZEN_ATTR, {**known, **new})
-            self._say(f"frozen at their defaults: {', '.join(new)} ({next(iter(new.values()))})")
+        limits = environment_limits(self.space, result["fs_type"]) if result.get("fs_type") else {}
+        inert = inert_knobs(self.space, result["io"]) if result.get("io") else None
+        searching = any(trials.role(t) == ROLE_SEARCH and t.state != state("WAITING")
+                        for t in study.get_trials(deepcopy=False))
+        new = {**(inert if default and inert and not searching else {}), **limits}
+        new = {k: v for k, v in new.items() if k not in known}
+        thawed = [k for k, reason in known.items()
+                  if inert is not None and reason in INERT_REASONS.values() and k not in inert and k not in limits]
+        if not new and not thawed:
+            return
+        study.set_user_attr(trials.FROZEN_ATTR, {**{k: v for k, v in known.items() if k not in thawed}, **new})
+        by_reason: dict[str, list[str]] = {}
+        for knob, reason in new.items():
+            by_reason.setdefault(reason, []).append(knob)
+        for reason, knobs in by_reason.items():
+            self._say(f"frozen at their defaults: {', '.join(knobs)} ({reason})")
+        if thawed:
+            self._say(f"no longer frozen: {', '.join(thawed)} (a run made the calls they act on)")
+
+    # -- the phases after the search, once per study ------------------------------
+    @contextlib.contextmanager
+    def _concluding(self, study, phase: str):
+        """Hold the study's phase lease (:func:`iobo.trials.claim_phase_lease`) for the block: one tuner at a time
+        runs the walk-back and the confirmation.
+
+        Waits, saying for what, while another live tuner holds it, or while
+        other tuners' search trials still run (their results may change the
+        best trial). A holder that died (killed: its process is gone, or on
+        another host nothing of it started or finished for ``timeout_s`` +
+        ``UNOWNED_AFTER_S``) leaves a stale lease, taken over. Re-entrant.
+        """
+        if self._holding:
+            self._holding += 1
+            try:
+                yield
+            finally:
+                self._holding -= 1
+            return
+        quiet_s = self.timeout_s + UNOWNED_AFTER_S
+        said = None
+        while True:
+            self._fail_stale(study)
+            lease, alive = trials.phase_lease(study, quiet_s)
+            running = [t for t in study.get_trials(deepcopy=False, states=(state("RUNNING"),)) if trials.is_tuning(t)
+                       and t.user_attrs.get("owner") != trials.owner()
+                       and time.time() - t.user_attrs.get("started_unix", time.time()) < quiet_s]
+            if lease and alive and lease["token"] != self._token:
+                why = (f"waiting for tuner {lease['owner']}, which runs the {lease['phase']} phase of study "
+                       f"{self.study!r}: its conclusion is reported here")
+            elif running:
+                why = f"waiting for {len(running)} search trial(s) of other tuners to finish before the {phase}"
+            else:
+                if lease and not alive and lease["token"] != self._token:
+                    self._say(f"tuner {lease['owner']} left the {lease['phase']} phase unfinished (it is gone): "
+                              f"taking over")
+                if trials.claim_phase_lease(study, self._token, phase):
+                    break
+                continue
+            if why != said:
+                self._say(why)
+                said = why
+            time.sleep(LEASE_POLL_S)
+        self._holding = 1
+        try:
+            yield
+        finally:
+            self._holding = 0
+            trials.release_phase_lease(study, self._token)
+
+    def _say_concluded(self, study, best, done, what: str) -> None:
+        """Say that another tuner ran ``what`` for the current best trial, and what it concluded."""
+        from iobo.minimize import current_minimal
+
+        self._say(f"the {what} of trial {best.number} ran in another tuner ({done['owner']}) while this one worked; "
+                  f"its conclusion:")
+        minimal = current_minimal(study, best)
+        if minimal is not None:
+            self._say(minimal.describe())
+        plan = study.user_attrs.get(trials.CONFIRM_PLAN_ATTR)
+        if what != "walk-back" and plan:
+            self._say(f"confirmation: {plan['pairs']} interleaved pairs ({plan['why']})")
 
     # -- resume ----------------------------------------------------------------
     def _fail_stale(self, study) -> None:
@@ -528,12 +645,10 @@ class Tuner:
         tuner died between ``ask()`` and recording itself. Several tuners may
         do this at once: a trial another one told first is left alone.
         """
-        host = socket.gethostname()
         for trial in study.get_trials(deepcopy=False, states=(state("RUNNING"),)):
             owner = trial.user_attrs.get("owner", "")
-            owner_host, _, pid = owner.rpartition(":")
             if owner:
-                if owner_host != host or not pid.isdigit() or _alive(int(pid)):
+                if trials.owner_alive(owner) is not False:  # alive, or on another host: not knowable here
                     continue
             elif trial.datetime_start is None or _age_s(trial.datetime_start) < UNOWNED_AFTER_S:
                 continue
@@ -619,16 +734,6 @@ def _age_s(started) -> float:
     from datetime import datetime
 
     return (datetime.now() - started).total_seconds()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _short(values: Mapping[str, Any], limit: int = 6) -> str:

@@ -353,3 +353,39 @@ def test_confirm_runs_nothing_when_the_recommendation_is_the_system_default(stor
     report = build_report(study)
     assert report.keeps_default and report.speedup is None
     assert "none: the recommended configuration is the system default" in report.text()
+
+
+@pytest.mark.usefixtures("no_leftover_processes")
+@pytest.mark.parametrize("storage", ["sqlite", "journal"], indirect=True)
+def test_two_tuners_on_one_study_run_one_walk_back_and_confirmation_and_report_it_alike(storage, scratch,
+                                                                                         monkeypatch):
+    """Two tuner processes share a study to its end (search, walk-back, confirmation): one holds the study's phase
+    lease and runs the walk-back and the confirmation, the other waits and reports that conclusion; the study holds
+    exactly one walk-back's and one confirmation's runs."""
+    monkeypatch.syspath_prepend(str(SUPPORT))
+    monkeypatch.setenv("PYTHONPATH", f"{SUPPORT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    import conclude
+
+    conclude.prepare(storage, "two", str(scratch))
+    procs = [subprocess.Popen([sys.executable, str(SUPPORT / "conclude.py"), storage, "two", str(scratch), str(seed)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for seed in (1, 2)]
+    outs = [proc.communicate(timeout=900) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], [err for _, err in outs]
+    from iobo.storage import open_storage
+
+    study = optuna.load_study(study_name="two", storage=open_storage(storage))
+    trials = study.get_trials()
+    assert all(t.state == TrialState.COMPLETE for t in trials), [t.user_attrs.get("fail_reason") for t in trials]
+    walk = [t for t in trials if t.user_attrs["role"] == "minimize"]
+    confirmation = [t for t in trials if t.user_attrs["role"] in (ROLE_CONFIRM_DEFAULT, ROLE_CONFIRM_BEST)]
+    assert walk and len({t.user_attrs["owner"] for t in walk + confirmation}) == 1
+    minimal = Minimal.from_attr(study.user_attrs[MINIMAL_ATTR])
+    assert minimal.changes == {"files": "per_process"}
+    tests = [(t.user_attrs["minimize_step"], t.user_attrs["pair"], t.user_attrs["arm"]) for t in walk]
+    assert len(tests) == len(set(tests)) and {step for step, _, _ in tests} == set(range(len(minimal.steps)))
+    assert len(confirmation) == 2 * study.user_attrs[CONFIRM_PLAN_ATTR]["pairs"]
+    for out, _ in outs:
+        assert minimal.describe() in out
+    assert outs[0][0].split("REPORT\n", 1)[1] == outs[1][0].split("REPORT\n", 1)[1]
+    waited = [out for out, _ in outs if "ran in another tuner" in out]
+    assert len(waited) == 1 and "minimizing trial" not in waited[0] and "re-measuring" not in waited[0]

@@ -19,7 +19,9 @@ Importing it loads neither h5py nor mpi4py: each function imports what it needs.
 """
 
 from iobo.stack.applicability import (
+    INERT_REASONS,
     environment_limits,
+    inert_knobs,
     LUSTRE,
     MPI_ONLY_HDF5,
     applicable,
@@ -61,6 +63,8 @@ from iobo.stack.mpiio import byte_subarray, mpi_file_hints, mpi_info, mpi_open
 
 __all__ = [
     "environment_limits",
+    "inert_knobs",
+    "INERT_REASONS",
     "ACTUAL_IO_MODES",
     "LUSTRE",
     "MPI_ONLY_HDF5",

@@ -67,6 +67,69 @@ def environment_limits(space, fs_type: str) -> dict[str, str]:
             for p in space if p.layer == "lustre"}
 
 
+DATASET_CREATION = ("layout", "chunk_size")
+"""HDF5 parameters set when a dataset is created (``H5Dcreate``)."""
+READ_HINTS = ("romio_cb_read", "romio_ds_read")
+"""MPI-IO hints that act only on the program's MPI-IO reads."""
+WRITE_HINTS = ("romio_cb_write", "romio_ds_write")
+"""MPI-IO hints that act only on the program's MPI-IO writes."""
+INERT_REASONS = {
+    "hdf5_static": "HDF5 is linked statically into the program: the shim cannot set HDF5 settings",
+    "no_hdf5_file": "the program opens no HDF5 file",
+    "no_mpiio_file": "the program opens no file through MPI-IO",
+    "no_mpio_driver": "HDF5 opens its files without MPI-IO (no MPI-IO driver)",
+    "no_dataset": "the program creates no HDF5 dataset",
+    "no_transfer": "the program makes no H5Dwrite or H5Dread call",
+    "no_mpiio_read": "the program never reads through MPI-IO",
+    "no_mpiio_write": "the program never writes through MPI-IO",
+}
+"""Why :func:`inert_knobs` finds a knob inert, by case (the texts are stored as the freeze's reasons)."""
+
+
+def inert_knobs(space, io: Mapping[str, Any]) -> dict[str, str]:
+    """Parameters of ``space`` (HDF5, MPI-IO and Lustre layers) that found no call to act on in a program run under
+    the preload shim: ``{name: reason}`` (a text of :data:`INERT_REASONS`).
+
+    io: the run's accounting (the ``io`` trial attr of :func:`iobo.trials.shim_attrs`: per level the files
+    opened and the read and write calls, ``datasets_created``, ``hdf5_linked``). Settings at their defaults are
+    not requested from the shim, so a run of the default says nothing about them being applied; what it does
+    say is which calls exist: a read hint needs an MPI-IO read (``MPI_File_read*``), any MPI-IO or striping
+    hint an ``MPI_File_open``, an HDF5 file setting an ``H5Fcreate``/``H5Fopen``, a layout an ``H5Dcreate``,
+    a transfer mode an ``H5Dwrite``/``H5Dread`` on a file opened through MPI-IO. No setting of the stack makes
+    the program make a call it does not make, so these knobs cannot matter for this program; the program's own
+    knobs (``app`` layer) might, and are never inert.
+    """
+    levels = io["levels"]
+
+    def calls(level: str, direction: str) -> int:
+        return levels[level][direction]["calls"]
+
+    no_hdf5 = INERT_REASONS["hdf5_static" if io.get("hdf5_linked") == "static" else "no_hdf5_file"]
+    mpiio_files = levels["mpiio"]["files_opened"]
+    reasons: dict[str, str] = {}
+    for p in space:
+        reason = None
+        if p.layer == "hdf5":
+            if not levels["hdf5"]["files_opened"]:
+                reason = no_hdf5
+            elif p.name in MPI_ONLY_HDF5 and not mpiio_files:
+                reason = INERT_REASONS["no_mpio_driver"]
+            elif p.name in DATASET_CREATION and io.get("datasets_created") == 0:
+                reason = INERT_REASONS["no_dataset"]
+            elif p.name == "transfer_mode" and not calls("hdf5", "write") + calls("hdf5", "read"):
+                reason = INERT_REASONS["no_transfer"]
+        elif p.layer in ("mpiio", LUSTRE):
+            if not mpiio_files:
+                reason = INERT_REASONS["no_mpiio_file"]
+            elif p.name in READ_HINTS and not calls("mpiio", "read"):
+                reason = INERT_REASONS["no_mpiio_read"]
+            elif p.name in WRITE_HINTS and not calls("mpiio", "write"):
+                reason = INERT_REASONS["no_mpiio_write"]
+        if reason:
+            reasons[p.name] = reason
+    return reasons
+
+
 def not_applicable(config: IOConfig, fs_type: str, file_per_process: bool) -> dict[str, str]:
     """Changed parameters that cannot take effect in this run: ``{name: reason}``.
 

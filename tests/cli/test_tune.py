@@ -5,6 +5,7 @@ the I/O mode on its transfer list, the bytes it moved), and ``h5dump -p``/``h5ls
 import json
 import math
 import re
+import subprocess
 import os
 from pathlib import Path
 
@@ -68,6 +69,14 @@ def test_tune_a_compiled_program_and_check_what_each_trial_says_took_effect(prog
     trials = study.get_trials()
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 6, [t.user_attrs.get("fail_reason") for t in trials]
     checked = 0
+    frozen = study.user_attrs.get("frozen", {})
+    if program in ("posix", "mpiio", "hdf5_18_static"):
+        # the default runs showed no HDF5 call reaching the shim (and, for posix, no MPI-IO file): what the shim
+        # could not set is frozen at its default before the search (iobo.stack.inert_knobs), never proposed
+        inert = set(params.split(",")) if program == "posix" else set(params.split(",")) & set(HDF5_SETTINGS)
+        assert set(frozen) == inert, frozen
+        assert not any(set(t.params) & inert for t in trials)
+        checked += len(inert)
     for trial in trials:
         attrs, seen = trial.user_attrs, printed(trial)
         values, not_applied = changed(trial, space), attrs["not_applied"]
@@ -176,3 +185,57 @@ def test_bad_command_specs_exit_2_before_any_job(library, capsys, storage, scrat
     code, out, err = tune(capsys, "tune", *argv, "--storage", storage, "--workdir", scratch, "--runner", "local")
     assert code == 2 and message in err and "Traceback" not in err
     assert optuna.get_all_study_names(storage) == [] and list(scratch.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def write_only(tmp_path_factory):
+    """tests/support/write_only.c compiled: MPI-IO writes, no read, no HDF5 (as IOR -w -a MPIIO)."""
+    out = tmp_path_factory.mktemp("write_only") / "write_only"
+    source = Path(__file__).parents[1] / "support" / "write_only.c"
+    build = subprocess.run(["mpicc.mpich", "-Wall", "-Wextra", "-Werror", "-o", str(out), str(source)],
+                           capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr
+    return out
+
+
+NEVER_READS = "the program never reads through MPI-IO"
+NO_HDF5 = "the program opens no HDF5 file"
+
+
+@pytest.mark.parametrize("program, inert", [
+    ("write_only", {"romio_cb_read": NEVER_READS, "romio_ds_read": NEVER_READS, "alignment_threshold": NO_HDF5,
+                    "layout": NO_HDF5}),
+    ("mpiio", {"alignment_threshold": NO_HDF5, "layout": NO_HDF5}),  # it reads back: its read hints are searched
+])
+def test_knobs_the_default_runs_give_no_call_to_act_on_are_frozen_before_the_search(program, inert, library, programs,
+                                                                                   write_only, capsys, storage,
+                                                                                   scratch):
+    """Under the shim, the default runs show which calls the program makes; a knob with none to act on (read hints
+    of a program that never reads, HDF5 settings of one without HDF5) is frozen at its default before the first
+    search trial, with the reason printed, so it is never proposed, ranked or exported."""
+    executable = write_only if program == "write_only" else programs[program]
+    params = "romio_cb_read,romio_ds_read,cb_buffer_size,romio_cb_write,alignment_threshold,layout"
+    code, out, err = tune(capsys, "tune", "--command", f"{executable} {{workdir}}/f.bin", "--params", params,
+                          "--ranks", RANKS, "--trials", 9, "--runner", "local", "--sampler", "random", "--seed", 2,
+                          "--storage", storage, "--workdir", scratch)
+    assert code == 0, err
+    name = f"{program}-{RANKS}ranks"
+    study = optuna.load_study(study_name=name, storage=storage)
+    assert study.user_attrs["frozen"] == inert
+    reads = [k for k, reason in inert.items() if reason == NEVER_READS]
+    if reads:
+        line = f"frozen at their defaults: {', '.join(reads)} ({NEVER_READS})"
+        assert line in out and out.index(line) < out.index("[search]"), out
+    assert f"frozen at their defaults: alignment_threshold, layout ({NO_HDF5})" in out
+    search = [t for t in study.get_trials() if t.user_attrs["role"] == "search"]
+    assert len(search) == 6 and all(t.state == TrialState.COMPLETE for t in search)
+    space = stored_space(study)
+    for trial in search:  # never proposed: not among the trial's parameters, at its default in what ran
+        assert not set(trial.params) & set(inert), trial.params
+        assert not set(changed(trial, space)) & set(inert)
+    assert any(set(changed(t, space)) - set(inert) for t in search)  # the other knobs were searched
+    for full in ([], ["--full"]):
+        assert main(["export", "--storage", storage, "--study", name, "--format", "json", *full]) == 0
+        exported, _ = capsys.readouterr()
+        exported = json.loads(exported)
+        assert not {k for k in inert if exported.get(k, space[k].default) != space[k].default}, exported
