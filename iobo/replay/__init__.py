@@ -1,0 +1,26 @@
+"""Record a program's I/O once, replay it as a kernel (issue 28).
+
+- :func:`read_raw` reads what the shim wrote with ``IOBO_PRELOAD_TRACE=PREFIX``
+  (``PREFIX.<rank>.trace.jsonl``) into a :class:`Trace`: per rank, the
+  program's outermost I/O calls with symbolic handles, paths under the
+  directory it wrote into as ``{workdir}``, the computation between calls
+  (``gap_s``), and repeated blocks folded (a 1,000-step run is stored as one
+  step, its count and what advances per step), plus ``not_recorded``: what
+  the trace cannot hold, in plain sentences.
+- :meth:`Trace.save` / :meth:`Trace.load`: one JSON file;
+  :meth:`Trace.expand` gives a rank's events back (``steps=K``: K of the N
+  repetitions of each repeated block).
+- ``python -m iobo.replay.run TRACE --workdir DIR`` (:mod:`iobo.replay.run`)
+  makes the same calls with synthetic data, under ``mpiexec`` and the shim
+  like the program.
+- :mod:`iobo.replay.signature`: a run's I/O signature from the shim's report
+  and the comparison of a kernel's with the program's.
+
+Importing this package loads neither h5py nor mpi4py.
+"""
+
+from iobo.replay._model import GAP_FLOOR_S, TRACE_FORMAT, TRACE_VERSION, WORKDIR, Trace, event_bytes, without_gap
+from iobo.replay._raw import NEVER_RECORDED, RAW_FORMAT, RAW_VERSION, raw_files, read_raw
+
+__all__ = ["GAP_FLOOR_S", "NEVER_RECORDED", "RAW_FORMAT", "RAW_VERSION", "TRACE_FORMAT", "TRACE_VERSION", "WORKDIR",
+           "Trace", "event_bytes", "raw_files", "read_raw", "without_gap"]
