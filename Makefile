@@ -60,9 +60,11 @@ demo: setup
 	DEMO_DIR=$(DEMO_DIR) DEMO_WORKDIR=$(DEMO_WORKDIR) DEMO_TRIALS=$(DEMO_TRIALS) DEMO_RANKS=$(DEMO_RANKS) \
 	  $(PY) -m iobo.demo
 
-# LD_PRELOAD shim applying IOBO_* settings to an unmodified program (adapters/README.md)
-$(ADAPTER): adapters/iobo_preload.c
-	$(MPICC) -shared -fPIC -O2 -Wall -Wextra $$(pkg-config --cflags $(HDF5_PC)) -o $@ $< -ldl $$(pkg-config --libs $(HDF5_PC))
+# LD_PRELOAD shim applying IOBO_* settings to an unmodified program (adapters/README.md),
+# one source per level (adapters/preload/common.h)
+ADAPTER_SRC  := $(addprefix adapters/preload/,common.c hdf5.c mpiio.c posix.c)
+$(ADAPTER): $(ADAPTER_SRC) adapters/preload/common.h
+	$(MPICC) -shared -fPIC -O2 -Wall -Wextra $$(pkg-config --cflags $(HDF5_PC)) -o $@ $(ADAPTER_SRC) -ldl $$(pkg-config --libs $(HDF5_PC))
 
 test: setup $(ADAPTER)
 	$(PY) -m pytest -q tests

@@ -1,0 +1,289 @@
+/*
+ * libiobo_preload.so, the POSIX level (overview in common.h): reads, writes
+ * and syncs on regular files counted, and the time inside opens, closes,
+ * reads, writes and syncs added to the I/O phases.
+ */
+#include "common.h"
+
+/* ------------------------------------------------------------------------ */
+/* POSIX reads and writes on regular files: accounting                       */
+
+/* What each descriptor is, set at open and cleared at close: a regular
+ * file opened through the wrappers below counts (FILE_UNUSED until its first
+ * read or write, then FILE_USED); anything else they opened (a pipe, a
+ * device, a file of /proc, /sys or a cgroup) does not, nor does a descriptor
+ * they did not open (inherited stdin, stdout and stderr, sockets, dup(),
+ * libc's own fopen). */
+enum fd_kind { FD_UNKNOWN, FD_OTHER, FILE_UNUSED, FILE_USED };
+#define FD_KIND_MASK 0x0f
+#define FD_OUTPUT 0x10 /* flag: the file was opened for writing */
+#define FD_KINDS 65536
+static uint8_t fd_kinds[FD_KINDS];
+/* The seconds (ns) of the outermost open of each counted file: they join the
+ * I/O phases at the file's first read, write or sync (MPI's shared-memory
+ * files are opened, never read or written). */
+static uint64_t open_phase_ns[FD_KINDS];
+
+static enum fd_kind classify_fd(int fd)
+{
+    struct stat st;
+    struct statfs fs;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return FD_OTHER;
+    if (fstatfs(fd, &fs) == 0 && (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC ||
+                                  fs.f_type == CGROUP_SUPER_MAGIC || fs.f_type == CGROUP2_SUPER_MAGIC))
+        return FD_OTHER;
+    return FILE_UNUSED;
+}
+
+/* Whether I/O on `fd` counts; the first on a file counts the file as used
+ * (the POSIX level's files_opened: MPI's shared-memory files are opened and
+ * mapped, never read or written). */
+static inline bool counted_fd(int fd)
+{
+    if (fd < 0 || fd >= FD_KINDS)
+        return false;
+    uint8_t kind = __atomic_load_n(&fd_kinds[fd], __ATOMIC_RELAXED);
+    if ((kind & FD_KIND_MASK) == FILE_UNUSED) {
+        uint8_t expected = kind;
+        if (__atomic_compare_exchange_n(&fd_kinds[fd], &expected, (uint8_t)((kind & FD_OUTPUT) | FILE_USED), false,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            add(&counters[POSIX_LEVEL].files_opened, 1);
+            uint64_t opening = __atomic_exchange_n(&open_phase_ns[fd], 0, __ATOMIC_RELAXED);
+            add(&phase_ns[PHASE_POSIX], opening);
+            if (kind & FD_OUTPUT)
+                add(&phase_ns[PHASE_POSIX_OUTPUTS], opening);
+        }
+        return true;
+    }
+    return (kind & FD_KIND_MASK) == FILE_USED;
+}
+
+/* The I/O phase of an outermost POSIX call on a counted file. */
+static inline void posix_phase(int fd, uint64_t start)
+{
+    if (!start)
+        return;
+    uint64_t elapsed = now_ns() - start;
+    add(&phase_ns[PHASE_POSIX], elapsed);
+    if (__atomic_load_n(&fd_kinds[fd], __ATOMIC_RELAXED) & FD_OUTPUT)
+        add(&phase_ns[PHASE_POSIX_OUTPUTS], elapsed);
+}
+
+/* After an open: what the descriptor is, and the open's seconds when it was
+ * the outermost I/O call (`start`, else 0). */
+static void opened_fd(int fd, int flags, uint64_t start)
+{
+    if (fd < 0 || fd >= FD_KINDS || quiet) /* beyond FD_KINDS: not counted */
+        return;
+    uint8_t kind = (uint8_t)classify_fd(fd);
+    if (kind == FILE_UNUSED && (flags & O_ACCMODE) != O_RDONLY)
+        kind |= FD_OUTPUT;
+    __atomic_store_n(&open_phase_ns[fd], kind == FD_OTHER || !start ? 0 : now_ns() - start, __ATOMIC_RELAXED);
+    __atomic_store_n(&fd_kinds[fd], kind, __ATOMIC_RELAXED);
+}
+
+typedef ssize_t (*write_fn)(int, const void *, size_t);
+typedef ssize_t (*read_fn)(int, void *, size_t);
+typedef ssize_t (*pwrite_fn)(int, const void *, size_t, off_t);
+typedef ssize_t (*pread_fn)(int, void *, size_t, off_t);
+typedef ssize_t (*pwrite64_fn)(int, const void *, size_t, off64_t);
+typedef ssize_t (*pread64_fn)(int, void *, size_t, off64_t);
+typedef int (*open_fn)(const char *, int, ...);
+typedef int (*open64_fn)(const char *, int, ...);
+typedef int (*openat_fn)(int, const char *, int, ...);
+typedef int (*openat64_fn)(int, const char *, int, ...);
+typedef int (*creat_fn)(const char *, mode_t);
+typedef int (*creat64_fn)(const char *, mode_t);
+typedef int (*close_fn)(int);
+
+static write_fn real_write;
+static read_fn real_read;
+static pwrite_fn real_pwrite;
+static pread_fn real_pread;
+static pwrite64_fn real_pwrite64;
+static pread64_fn real_pread64;
+static open_fn real_open;
+static open64_fn real_open64;
+static openat_fn real_openat;
+static openat64_fn real_openat64;
+static creat_fn real_creat;
+static creat64_fn real_creat64;
+static close_fn real_close;
+
+/* The call `expr` (returning bytes moved or -1), counted for a regular file. */
+#define POSIX_TRANSFER(direction, fd, expr)                              \
+    do {                                                                 \
+        if (quiet || !counted_fd(fd))                                    \
+            return expr;                                                 \
+        uint64_t start = now_ns(), phase = phase_enter();                \
+        ssize_t moved = expr;                                            \
+        uint64_t elapsed = now_ns() - start;                             \
+        phase_depth--;                                                   \
+        posix_phase(fd, phase);                                          \
+        if (moved >= 0)                                                  \
+            account(POSIX_LEVEL, direction, (uint64_t)moved, elapsed);   \
+        return moved;                                                    \
+    } while (0)
+
+ssize_t write(int fd, const void *buf, size_t count)
+{
+    write_fn real = REAL(write);
+    POSIX_TRANSFER(WRITE, fd, real(fd, buf, count));
+}
+
+ssize_t read(int fd, void *buf, size_t count)
+{
+    read_fn real = REAL(read);
+    POSIX_TRANSFER(READ, fd, real(fd, buf, count));
+}
+
+ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset)
+{
+    pwrite_fn real = REAL(pwrite);
+    POSIX_TRANSFER(WRITE, fd, real(fd, buf, count, offset));
+}
+
+ssize_t pread(int fd, void *buf, size_t count, off_t offset)
+{
+    pread_fn real = REAL(pread);
+    POSIX_TRANSFER(READ, fd, real(fd, buf, count, offset));
+}
+
+ssize_t pwrite64(int fd, const void *buf, size_t count, off64_t offset)
+{
+    pwrite64_fn real = REAL(pwrite64);
+    POSIX_TRANSFER(WRITE, fd, real(fd, buf, count, offset));
+}
+
+ssize_t pread64(int fd, void *buf, size_t count, off64_t offset)
+{
+    pread64_fn real = REAL(pread64);
+    POSIX_TRANSFER(READ, fd, real(fd, buf, count, offset));
+}
+
+/* The mode argument open() takes only when it creates a file. */
+static bool needs_mode(int flags)
+{
+#ifdef O_TMPFILE
+    return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
+#else
+    return (flags & O_CREAT) != 0;
+#endif
+}
+
+#define OPEN_MODE(flags, mode)                  \
+    do {                                        \
+        if (needs_mode(flags)) {                \
+            va_list args;                       \
+            va_start(args, flags);              \
+            mode = (mode_t)va_arg(args, int);   \
+            va_end(args);                       \
+        }                                       \
+    } while (0)
+
+int open(const char *path, int flags, ...)
+{
+    mode_t mode = 0;
+    OPEN_MODE(flags, mode);
+    uint64_t phase = phase_enter();
+    int fd = REAL(open)(path, flags, mode);
+    phase_depth--;
+    opened_fd(fd, flags, phase);
+    return fd;
+}
+
+int open64(const char *path, int flags, ...)
+{
+    mode_t mode = 0;
+    OPEN_MODE(flags, mode);
+    uint64_t phase = phase_enter();
+    int fd = REAL(open64)(path, flags, mode);
+    phase_depth--;
+    opened_fd(fd, flags, phase);
+    return fd;
+}
+
+int openat(int dirfd, const char *path, int flags, ...)
+{
+    mode_t mode = 0;
+    OPEN_MODE(flags, mode);
+    uint64_t phase = phase_enter();
+    int fd = REAL(openat)(dirfd, path, flags, mode);
+    phase_depth--;
+    opened_fd(fd, flags, phase);
+    return fd;
+}
+
+int openat64(int dirfd, const char *path, int flags, ...)
+{
+    mode_t mode = 0;
+    OPEN_MODE(flags, mode);
+    uint64_t phase = phase_enter();
+    int fd = REAL(openat64)(dirfd, path, flags, mode);
+    phase_depth--;
+    opened_fd(fd, flags, phase);
+    return fd;
+}
+
+int creat(const char *path, mode_t mode)
+{
+    uint64_t phase = phase_enter();
+    int fd = REAL(creat)(path, mode);
+    phase_depth--;
+    opened_fd(fd, O_WRONLY, phase);
+    return fd;
+}
+
+int creat64(const char *path, mode_t mode)
+{
+    uint64_t phase = phase_enter();
+    int fd = REAL(creat64)(path, mode);
+    phase_depth--;
+    opened_fd(fd, O_WRONLY, phase);
+    return fd;
+}
+
+int close(int fd)
+{
+    bool used = !quiet && fd >= 0 && fd < FD_KINDS &&
+                (__atomic_load_n(&fd_kinds[fd], __ATOMIC_RELAXED) & FD_KIND_MASK) == FILE_USED;
+    uint64_t phase = used ? phase_enter() : 0;
+    int status = REAL(close)(fd);
+    if (used) {
+        phase_depth--;
+        posix_phase(fd, phase);
+    }
+    if (fd >= 0 && fd < FD_KINDS)
+        __atomic_store_n(&fd_kinds[fd], FD_UNKNOWN, __ATOMIC_RELAXED);
+    return status;
+}
+
+typedef int (*fsync_fn)(int);
+typedef int (*fdatasync_fn)(int);
+static fsync_fn real_fsync;
+static fdatasync_fn real_fdatasync;
+
+/* A sync of a counted file is part of the I/O phases (and uses the file). */
+#define POSIX_SYNC(fd, expr)                                  \
+    do {                                                      \
+        if (quiet || !counted_fd(fd))                         \
+            return expr;                                      \
+        uint64_t phase = phase_enter();                       \
+        int status = expr;                                    \
+        phase_depth--;                                        \
+        posix_phase(fd, phase);                               \
+        return status;                                        \
+    } while (0)
+
+int fsync(int fd)
+{
+    fsync_fn real = REAL(fsync);
+    POSIX_SYNC(fd, real(fd));
+}
+
+int fdatasync(int fd)
+{
+    fdatasync_fn real = REAL(fdatasync);
+    POSIX_SYNC(fd, real(fd));
+}
