@@ -77,9 +77,8 @@ static char *effective_hints(MPI_File fh, size_t *size)
     return hints;
 }
 
-/* Why a hint reads back as `value` (NULL: not reported) after iobo set it. */
-/* Why a requested hint reads back with another value; `processes`: how many
- * opened the file (its communicator's size; 0 unknown). */
+/* Why a requested hint reads back as `value` (NULL: not reported); `processes`:
+ * how many opened the file (its communicator's size; 0 unknown). */
 static void hint_reason(int which, const char *value, const char *hints, size_t size, int processes, char *out,
                         size_t out_size)
 {
@@ -87,7 +86,8 @@ static void hint_reason(int which, const char *value, const char *hints, size_t 
         snprintf(out, out_size, "MPI_File_get_info does not report it: striping takes effect only on Lustre");
     else if (!value)
         snprintf(out, out_size, "MPI_File_get_info does not report it: the MPI-IO driver ignores it");
-    else if (which == CB_NODES && processes > 0 && (uint64_t)processes < settings[CB_NODES].number)
+    else if (which == CB_NODES && processes > 0 && (uint64_t)processes < settings[CB_NODES].number &&
+             strtoull(value, NULL, 10) == (uint64_t)processes)
         snprintf(out, out_size, "ROMIO lowered it to the %d process(es) that opened the file: a file opened by "
                  "fewer ranks (MPI_COMM_SELF, a subcommunicator) has at most one aggregator per process", processes);
     else if (which == CB_NODES) {
