@@ -30,6 +30,9 @@ from iobo.space import Parameter, Space, Workload, format_value, io_stack_space
 
 EXPORT_FORMATS = ("json", "romio-hints", "env", "h5tuner-xml", "lfs")
 HINT_LAYERS = ("mpiio", "lustre")
+H5TUNER_HDF5 = ("chunk_size", "sieve_buf_size", "meta_block_size", "mdc_initial_size", "layout", "transfer_mode",
+                "coll_metadata")
+"""The HDF5 parameters H5Tuner's XML names as elements of their own (alignment is one element of two)."""
 ENV_PREFIX = "IOBO_"
 
 
@@ -135,8 +138,7 @@ class IOConfig:
             hdf5.append(
                 f"<alignment>{self.values['alignment_threshold']},{self.values['alignment_interval']}</alignment>"
             )
-        for name in ("chunk_size", "sieve_buf_size", "meta_block_size", "mdc_initial_size", "layout",
-                     "transfer_mode", "coll_metadata"):
+        for name in H5TUNER_HDF5:
             if name in v:
                 hdf5.append(f"<{name}>{escape(str(v[name]))}</{name}>")
         for name, value in self.mpi_hints().items():
@@ -165,6 +167,19 @@ class IOConfig:
         if unit is not None:
             args += ["-S", str(unit)]
         return shlex.join(args + [directory]) + "\n"
+
+    def carried(self, fmt: str) -> list[str]:
+        """The parameters changed from the system default that ``export(fmt)`` writes (empty: the export says
+        nothing); json and env write every change."""
+        changed = self.changed()
+        if fmt == "romio-hints":
+            return list(self.mpi_hints())
+        if fmt == "h5tuner-xml":
+            alignment = [n for n in ("alignment_threshold", "alignment_interval") if n in changed]
+            return alignment + [n for n in H5TUNER_HDF5 if n in changed] + list(self.mpi_hints())
+        if fmt == "lfs":
+            return [n for n in ("striping_factor", "striping_unit") if self.values.get(n) is not None]
+        return list(changed)
 
     def export(self, fmt: str, hints_path: str = "romio-hints") -> str:
         """Text of this configuration in one of ``EXPORT_FORMATS``."""

@@ -23,17 +23,20 @@ applied (striping off Lustre) are reverted first, without measuring: they
 cannot matter here.
 
 The result, a :class:`Minimal`, is what ``iobo best`` and ``iobo export``
-give by default, with each step's measured contribution.
+give by default, with each step's measured contribution, until its
+confirmation shows no gain (:func:`recommendation`: then the system default).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 from iobo.errors import ConfigError
-from iobo.measure import paired_ratio
+from iobo.measure import INTERVAL_MIN_RUNS, Spread, bootstrap_speedup, paired_ratio
+from iobo.space import format_value
 
 MINIMAL_ATTR = "minimal"
 """Study attr holding :meth:`Minimal.to_attr` of the latest walk."""
@@ -259,23 +262,128 @@ def current_minimal(study, best=None) -> Minimal | None:
     return Minimal.from_attr(attr) if attr and best is not None and attr["from_trial"] == best.number else None
 
 
-def recommended(study, space, workload=None) -> tuple[dict[str, Any], str]:
-    """The configuration to use in production and how it was chosen: (values, a line saying which).
+def same_changes(space, a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """True when configurations ``a`` and ``b`` change the same parameters from the system default to the
+    same values (what differs is what is applied; inactive and default-valued parameters do not count)."""
+    return {k: a[k] for k in changed_knobs(space, a)} == {k: b[k] for k in changed_knobs(space, b)}
 
-    The minimal configuration when the study holds one made from its current
-    best trial; otherwise the best trial's configuration without the knobs
-    the environment reported as not applied (that trial's ``not_applied``
-    and the study's frozen knobs). Raises when nothing completed.
+
+def runs_of(study, space, values: Mapping[str, Any]) -> Spread | None:
+    """Every completed run (MB/s) of configuration ``values`` in the study, any role that measures one
+    (:data:`iobo.trials.MEASURED_ROLES`: default, search, walk-back, confirmation); None when it never ran."""
+    from iobo import trials
+
+    got = tuple(t.value for t in trials.measured_trials(study) if same_changes(space, trials.config_of(t), values))
+    return Spread(got) if got else None
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """The interleaved re-measurement (``Tuner.confirm``) of one configuration against the system default.
+
+    changes: what the confirmed configuration changes from the default;
+    default / best: the confirmation's runs of each (MB/s); last_trial: the
+    number of its last run of the configuration (the latest confirmation
+    of a study is the one that counts).
+    """
+
+    changes: dict[str, Any]
+    default: Spread
+    best: Spread
+    last_trial: int
+
+    @property
+    def speedup(self) -> float:
+        """Median of the configuration's runs over the median of the default's."""
+        return self.best.median / self.default.median
+
+    @cached_property
+    def interval(self) -> tuple[float, float] | None:
+        """The speedup's bootstrap 95% interval (:func:`iobo.measure.bootstrap_speedup`, 2000 resamples, seed 0);
+        None with fewer than ``INTERVAL_MIN_RUNS`` runs of either (too few for an interval)."""
+        if min(self.default.n, self.best.n) < INTERVAL_MIN_RUNS:
+            return None
+        return bootstrap_speedup(self.default.values, self.best.values)
+
+    @property
+    def shows_gain(self) -> bool | None:
+        """True when the interval lies above 1; False when it holds 1 or lies below (no gain); None without one."""
+        return None if self.interval is None else self.interval[0] > 1.0
+
+    def describe(self) -> str:
+        """``0.93x [0.87-1.10]`` (``0.93x from 3 pairs`` without an interval)."""
+        if self.interval is None:
+            return f"{self.speedup:.2f}x from {min(self.default.n, self.best.n)} interleaved pair(s)"
+        low, high = self.interval
+        return f"{self.speedup:.2f}x [{low:.2f}-{high:.2f}]"
+
+
+def confirmation_of(study, space, values: Mapping[str, Any]) -> Confirmation | None:
+    """The study's confirmation of configuration ``values``, or None when it was never confirmed.
+
+    Its runs: the ``confirm-best`` runs of that configuration, and the
+    ``confirm-default`` runs interleaved with them (from the one just before
+    its first run to its last run; a confirmation alternates default, best).
+    """
+    from iobo import trials
+
+    done = trials.completed_trials(study, (trials.ROLE_CONFIRM_DEFAULT, trials.ROLE_CONFIRM_BEST))
+    best = [t for t in done if trials.role(t) == trials.ROLE_CONFIRM_BEST
+            and same_changes(space, trials.config_of(t), values)]
+    if not best:
+        return None
+    first, last = best[0].number, best[-1].number
+    default = [t.value for t in done if trials.role(t) == trials.ROLE_CONFIRM_DEFAULT and first - 1 <= t.number <= last]
+    if not default:
+        return None
+    return Confirmation({k: values[k] for k in changed_knobs(space, values)}, Spread(tuple(default)),
+                        Spread(tuple(t.value for t in best)), last)
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What a study recommends: the one home of "the recommendation" (``best``, ``export``, ``run``, the report,
+    ``Tuner.best_config``, production mode of ``@iobo.tune``).
+
+    values: the configuration to use (every active parameter); how: a line
+    saying how it was chosen; proposed: the configuration the study
+    proposes (the minimal one of its best trial, or that trial's whole
+    configuration) and confirmation: that configuration's confirmation, if
+    any. When the confirmation shows no gain (its interval holds 1 or lies
+    below), values is the system default: the proposal was measured and
+    rejected.
+    """
+
+    values: dict[str, Any]
+    how: str
+    proposed: dict[str, Any]
+    confirmation: Confirmation | None = None
+
+    @property
+    def rejected(self) -> bool:
+        """True when the proposal's own confirmation showed no gain (so the system default is recommended)."""
+        return self.confirmation is not None and self.confirmation.shows_gain is False
+
+
+def proposed(study, space, workload=None, minimal: bool = True) -> tuple[dict[str, Any], str]:
+    """The configuration the study proposes, before any confirmation: (values, a line saying which).
+
+    With ``minimal``, the minimal configuration when the study holds one
+    made from its current best trial; otherwise the best trial's
+    configuration without the knobs the environment reported as not applied
+    (that trial's ``not_applied`` and the study's frozen knobs), which
+    ``iobo confirm --no-minimize`` confirms and ``--full`` shows. Raises when
+    nothing completed.
     """
     from iobo import trials
 
     best = trials.best_trial(study)
     if best is None:
         raise ConfigError(f"study {study.study_name!r} has no completed trial yet; run `iobo tune` first")
-    minimal = current_minimal(study, best)
-    if minimal is not None:
-        return space.complete(minimal.changes), (f"the minimal configuration of trial {best.number} "
-                                                 f"({len(minimal.changes)} of its changes matter)")
+    minimal_made = current_minimal(study, best)
+    if minimal and minimal_made is not None:
+        return space.complete(minimal_made.changes), (f"the minimal configuration of trial {best.number} "
+                                                      f"({len(minimal_made.changes)} of its changes matter)")
     values = trials.config_of(best)
     dropped = {**best.user_attrs.get("not_applied", {}), **study.user_attrs.get(trials.FROZEN_ATTR, {})}
     dropped = [k for k in dropped if k in changed_knobs(space, values)]
@@ -285,7 +393,44 @@ def recommended(study, space, workload=None) -> tuple[dict[str, Any], str]:
                                  if p.name in reverted and space.is_active(p, reverted)})
     else:
         values = revert(space, workload, values, dropped)
-    note = f"trial {best.number}'s configuration, not minimized (`iobo minimize` tests which changes matter)"
+    if minimal_made is not None:
+        note = f"trial {best.number}'s whole configuration, not its minimal one"
+    else:
+        note = f"trial {best.number}'s configuration, not minimized (`iobo minimize` tests which changes matter)"
     if dropped:
         note += f"; not applied here, so left at their defaults: {', '.join(dropped)}"
     return values, note
+
+
+def recommendation(study, space, workload=None, minimal: bool = True) -> Recommendation:
+    """The study's :class:`Recommendation`.
+
+    The proposal (:func:`proposed`) the study confirmed last, of the
+    minimal configuration and the best trial's whole one (only the whole
+    one when not ``minimal``); the minimal one when neither was confirmed.
+    When its confirmation shows no gain, the system default: "keep the
+    system default: the confirmation of <changes> measured 0.93x [0.87-1.10]".
+    """
+    options = [proposed(study, space, workload, minimal)]
+    if minimal:
+        whole = proposed(study, space, workload, minimal=False)
+        if not same_changes(space, whole[0], options[0][0]):
+            options.append(whole)
+    confirmed = [(c, values, how) for values, how in options if (c := confirmation_of(study, space, values))]
+    if confirmed:
+        confirmation, values, how = max(confirmed, key=lambda item: item[0].last_trial)
+    else:
+        (values, how), confirmation = options[0], None
+    if confirmation is not None and confirmation.shows_gain is False and changed_knobs(space, values):
+        changes = ", ".join(f"{k}={format_value(v, space[k].unit)}" for k, v in confirmation.changes.items())
+        how = (f"keep the system default: the confirmation of {changes} measured {confirmation.describe()}, "
+               f"no gain (proposed: {how})")
+        return Recommendation(space.default(), how, values, confirmation)
+    return Recommendation(values, how, values, confirmation)
+
+
+def recommended(study, space, workload=None, minimal: bool = True) -> tuple[dict[str, Any], str]:
+    """The configuration to use in production and how it was chosen: (values, a line saying which); see
+    :func:`recommendation`. Raises when nothing completed."""
+    chosen = recommendation(study, space, workload, minimal)
+    return chosen.values, chosen.how

@@ -16,12 +16,13 @@ import html
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from iobo import trials as study_trials
 from iobo.importance import MIN_GP_TRIALS, robust_importance
-from iobo.measure import INTERVAL_MIN_RUNS, MB, Spread, bootstrap_speedup, format_mb_per_s
+from iobo.measure import INTERVAL_MIN_RUNS, MB, Spread, bootstrap_speedup, format_mb_per_s, roti
 from iobo.minimize import Minimal, current_minimal
 from iobo.surrogate import PRIOR_WEIGHT_ATTR
 from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, Baseline
@@ -39,7 +40,12 @@ class StudyReport:
     configuration's changes from the default (the minimal one when made);
     minimal: the minimal configuration with each tested knob's contribution;
     confirm_default / confirm_best: the interleaved re-measurement of the
-    default and the recommended configuration, the only source of a speedup;
+    default and the configuration the study proposed (the recommendation,
+    unless this confirmation rejected it: :func:`iobo.minimize.recommendation`),
+    the only source of a speedup; tuning_minutes: the time the tuning trials
+    ran (a pause between them, e.g. before a resume, is not counted:
+    :func:`iobo.trials.roti_curve`); roti_curve: the search's curve, over its
+    best single run so far (what the stop rules watch), not a conclusion;
     context: the study's context in one line (:mod:`iobo.context`);
     origins: (trial number, origin, MB/s or None) of every finished tuning
     trial, in trial order (:func:`iobo.trials.origin`); predicted: trial number
@@ -102,6 +108,15 @@ class StudyReport:
     def speedup_interval(self, level: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
         """Bootstrap confidence interval of :attr:`speedup` (see :func:`iobo.measure.bootstrap_speedup`); None before
         ``confirm`` or with fewer than ``INTERVAL_MIN_RUNS`` re-measured runs of either side."""
+        if (level, resamples, seed) == (0.95, 2000, 0):
+            return self._interval95
+        return self._interval(level, resamples, seed)
+
+    @cached_property
+    def _interval95(self) -> tuple[float, float] | None:
+        return self._interval(0.95, 2000, 0)  # the one every figure and line of the report uses: bootstrapped once
+
+    def _interval(self, level: float, resamples: int, seed: int) -> tuple[float, float] | None:
         if self.headline is None or min(s.n for s in self.headline) < INTERVAL_MIN_RUNS:
             return None
         default, best = self.headline
@@ -155,13 +170,19 @@ class StudyReport:
 
     @property
     def roti(self) -> float | None:
-        if not self.roti_curve:
+        """The study's RoTI: the confirmed gain (re-measured median of the recommendation minus the default's,
+        MB/s) per minute of tuning; None when nothing was confirmed, the confirmation shows no gain (its interval
+        holds 1 or lies below, or it has none) or the recommendation is the system default."""
+        interval = self.speedup_interval()
+        if interval is None or interval[0] <= 1.0 or self.keeps_default or self.tuning_minutes <= 0:
             return None
-        return self.roti_curve[-1][2]
+        default, best = self.headline
+        return roti(best.median, default.median, self.tuning_minutes)
 
     @property
     def peak_roti(self) -> tuple[float, float] | None:
-        """(RoTI, minutes at which it peaked)."""
+        """(RoTI, minutes) at the peak of the search's curve (its best single run so far): the stop rules' view,
+        not the study's RoTI (:attr:`roti`)."""
         if not self.roti_curve:
             return None
         minutes, _, value = max(self.roti_curve, key=lambda row: row[2])
@@ -184,6 +205,8 @@ class StudyReport:
                 f"of the ratio of medians, 2000 resamples, seed 0)")
         if low <= 1.0 <= high:
             text += ": no gain distinguishable from noise"
+        elif high < 1.0:
+            text += ": slower than the system default"
         return text
 
     def summary_rows(self) -> list[tuple[str, str]]:
@@ -208,18 +231,28 @@ class StudyReport:
                 rows.append(("confirmation", f"{self.confirm_plan['pairs']} interleaved pairs "
                                              f"({self.confirm_plan['why']})"))
         rows.append(("speedup", self.speedup_text()))
-        if self.roti is not None:
-            peak, at = self.peak_roti
-            rows.append(("tuning time", f"{self.tuning_minutes:.1f} min (first default run started to last "
-                                        f"tuning trial finished; re-measurements excluded)"))
-            rows.append(("RoTI", f"{format_mb_per_s(self.roti)} MB/s per minute of tuning; peak "
-                                 f"{format_mb_per_s(peak)} at {at:.1f} min (over the baseline median)"))
+        if self.roti_curve:
+            rows.append(("tuning time", f"{self.tuning_minutes:.1f} min (while the default and search runs ran; "
+                                        f"pauses between them and re-measurements excluded)"))
+            rows.append(("RoTI", self.roti_text()))
         rows.append(("viability point", self.viability_text()))
         if self.recommendation:
             rows.append(("recommended", self.recommendation))
         for name, reason in self.frozen.items():
             rows.append((f"not applied: {name}", f"{reason}; frozen at its default, never exported"))
         return rows
+
+    def roti_text(self) -> str:
+        """The study's RoTI with what it is made of, or "none" and why."""
+        if self.roti is None:
+            why = ("the recommendation is the system default" if self.keeps_default
+                   else "no confirmed gain (`iobo confirm`)" if self.headline is None or self.speedup_interval() is None
+                   else "the confirmation shows no gain")
+            return f"none: {why}"
+        default, best = self.headline
+        return (f"{format_mb_per_s(self.roti)} MB/s per minute of tuning (the confirmed gain, "
+                f"{format_mb_per_s(best.median)} - {format_mb_per_s(default.median)} MB/s re-measured, over "
+                f"{self.tuning_minutes:.1f} min)")
 
     def text(self) -> str:
         """The summary rows, then the recommended configuration and each tested knob's contribution."""
@@ -326,6 +359,7 @@ class StudyReport:
             "not_applied_frozen": self.frozen,
             "tuning_minutes": self.tuning_minutes,
             "roti_mb_per_s_per_min": self.roti,
+            "roti": self.roti_text(),
             "peak_roti": {"mb_per_s_per_min": peak[0], "minutes": peak[1]} if peak else None,
             "roti_curve": [{"minutes": m, "best_mb_per_s": b, "roti_mb_per_s_per_min": r}
                            for m, b, r in self.roti_curve],
@@ -404,7 +438,7 @@ def build_report(study) -> StudyReport:
     from iobo.config import IOConfig
     from iobo.context import study_context
     from iobo.errors import ConfigError
-    from iobo.minimize import recommended
+    from iobo.minimize import recommendation
 
     trials = study.get_trials(deepcopy=False)
     counts: dict[str, int] = {}
@@ -420,17 +454,21 @@ def build_report(study) -> StudyReport:
     best = study_trials.best_trial(study)
     best_config: dict[str, Any] = {}
     best_by_layer: dict[str, list[tuple[str, str, str]]] = {}
-    recommendation = ""
+    how = ""
+    confirm_default, confirm_best = values(ROLE_CONFIRM_DEFAULT), values(ROLE_CONFIRM_BEST)
     if best is not None:
         try:
             space = kernels.study_space(study)
         except ConfigError:
             space = None
         if space is not None:
-            chosen, recommendation = recommended(study, space, kernels.study_workload(study))
-            full = IOConfig(chosen, space)
+            chosen = recommendation(study, space, kernels.study_workload(study))
+            how = chosen.how
+            full = IOConfig(chosen.values, space)
             best_config = full.changed()
             best_by_layer = _by_layer(space, full.values)
+            confirmation = chosen.confirmation  # of the proposal: not another configuration's re-measurement
+            confirm_default, confirm_best = (confirmation.default, confirmation.best) if confirmation else (None, None)
         else:
             best_config = study_trials.config_of(best)
     baseline = study_trials.baseline(trials)
@@ -448,8 +486,8 @@ def build_report(study) -> StudyReport:
         best_value=best.value if best else None,
         best_number=best.number if best else None,
         best_config=best_config,
-        confirm_default=values(ROLE_CONFIRM_DEFAULT),
-        confirm_best=values(ROLE_CONFIRM_BEST),
+        confirm_default=confirm_default,
+        confirm_best=confirm_best,
         tuning_minutes=curve[-1][0] if curve else 0.0,
         roti_curve=curve,
         bytes_per_run=best.user_attrs.get("bytes") if best else None,
@@ -457,7 +495,7 @@ def build_report(study) -> StudyReport:
         baseline=baseline,
         minimal=current_minimal(study, best) if best else None,
         confirm_plan=study.user_attrs.get(study_trials.CONFIRM_PLAN_ATTR),
-        recommendation=recommendation,
+        recommendation=how,
         frozen=dict(study.user_attrs.get(study_trials.FROZEN_ATTR, {})),
         context=context.describe() if context else "",
         origins=origins,

@@ -45,7 +45,8 @@ from iobo.measure import roti
 class Progress:
     """A study after its latest tuning trial.
 
-    minutes: tuning minutes elapsed after each trial (ascending);
+    minutes: tuning minutes after each trial (ascending; the time tuning trials ran, pauses left out:
+    :func:`iobo.trials.roti_curve`);
     best_mb_per_s: best bandwidth measured after each trial; default_mb_per_s:
     the system default's median; expected_gain_mb_per_s: the surrogate's
     expected improvement of the next trial over the incumbent (None when not

@@ -219,16 +219,26 @@ def config_of(trial) -> dict[str, Any]:
     return dict(trial.user_attrs.get("config", trial.params))
 
 
+STALE_REASON = "stale:"
+"""How the ``fail_reason`` of a trial a dead tuner left RUNNING begins (``Tuner._fail_stale``): it was told FAIL
+when a later tuner found it, so its end is not when it stopped running."""
+
+
 def roti_curve(trials, default_mb_per_s: float | None) -> list[tuple[float, float, float]]:
     """(minutes, best so far MB/s, RoTI MB/s per minute) after each tuning trial.
 
-    Minutes count from the start of the first tuning trial to each trial's
-    completion; failures before the first completed run add no point.
+    Minutes are tuning time: the time during which tuning trials ran (the
+    union of their start-to-end intervals) up to each trial's completion,
+    so a pause between runs (a Ctrl-C and a resume minutes later, a budget
+    raised the next day) is not counted, and trials running at once count
+    once. A stale trial (its tuner died) adds no time: its end is when it
+    was found. Failures before the first completed run add no point.
     """
     tuning = [t for t in trials if is_tuning(t) and t.datetime_start is not None and t.datetime_complete is not None]
     if not tuning or default_mb_per_s is None:
         return []
-    start = min(t.datetime_start for t in tuning)
+    ran = [(t.datetime_start, t.datetime_complete) for t in tuning
+           if not str(t.user_attrs.get("fail_reason", "")).startswith(STALE_REASON)]
     best = None
     curve = []
     for t in sorted(tuning, key=lambda t: t.datetime_complete):
@@ -236,9 +246,22 @@ def roti_curve(trials, default_mb_per_s: float | None) -> list[tuple[float, floa
             best = t.value if best is None else max(best, t.value)
         if best is None:
             continue
-        minutes = (t.datetime_complete - start).total_seconds() / 60
+        minutes = _busy_seconds(ran, until=t.datetime_complete) / 60
         curve.append((minutes, best, roti(best, default_mb_per_s, minutes)))
     return curve
+
+
+def _busy_seconds(intervals, until) -> float:
+    """Seconds covered by the union of ``intervals`` ((start, end) datetimes), each cut at ``until``."""
+    total, current = 0.0, None
+    for start, end in sorted((s, min(e, until)) for s, e in intervals if s < until):
+        if current is not None and start <= current[1]:
+            current = (current[0], max(current[1], end))
+            continue
+        if current is not None:
+            total += (current[1] - current[0]).total_seconds()
+        current = (start, end)
+    return total + ((current[1] - current[0]).total_seconds() if current else 0.0)
 
 
 # -- opening a study and writing to its trials ------------------------------------------

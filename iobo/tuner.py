@@ -221,11 +221,11 @@ class Tuner:
 
     def _confirm(self, study, best, repeats: int, minimize: bool, pairs: int) -> None:
         """:meth:`confirm`'s runs, by the holder of the study's phase lease."""
-        from iobo.minimize import current_minimal, recommended
+        from iobo.minimize import current_minimal, proposed
 
         if minimize and current_minimal(study, best) is None:
             self.minimize(pairs)
-        values, source = recommended(study, self.space, self.workload)
+        values, source = proposed(study, self.space, self.workload, minimal=minimize)  # --no-minimize: the whole one
         default = self.space.default()
         if IOConfig(values, self.space).is_default():
             plan = {"pairs": 0, "why": "the recommended configuration is the system default: nothing to re-measure"}

@@ -37,12 +37,11 @@ def test_tune_then_best_export_report(capsys, storage, scratch, tmp_path):
     assert code == 0, err
     assert out.count("[default]") == 3 and "speedup:" in out and "RoTI" in out
     code, out, _ = run(capsys, "best", "--storage", storage)  # the only study: no --study needed
-    assert code == 0 and "best:" in out and "hdf5:" in out
-    changed = next(line for line in out.splitlines() if line.startswith("changed from the system default: "))
+    assert code == 0 and "best single run:" in out and "hdf5:" in out
+    listed = out.splitlines()[0].removeprefix("recommended: ").split(" (", 1)[0]
     code, out, _ = run(capsys, "export", "--storage", storage, "--study", "c", "--format", "json")
     assert code == 0 and set(json.loads(out)) >= {"cb_buffer_size", "files"}
-    listed = changed.split(": ", 1)[1]
-    assert listed == "none (keep the system default)" or \
+    assert listed == "keep the system default" or \
         {item.split("=")[0] for item in listed.split(", ")} <= set(json.loads(out))
     code, out, _ = run(capsys, "export", "--storage", storage, "--format", "h5tuner-xml")
     assert ET.fromstring(out).tag == "Parameters"

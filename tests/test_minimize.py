@@ -1,11 +1,16 @@
 """The walk back from the incumbent to the default: only changes that beat the noise stay."""
 
+import re
+
 import numpy as np
 import pytest
 
 from iobo import kernels
 from iobo.errors import ConfigError
-from iobo.minimize import Minimal, revert, walk_back
+from iobo.minimize import MINIMAL_ATTR, Minimal, proposed, recommendation, recommended, revert, walk_back
+from iobo.trials import ROLE_SEARCH
+
+from support.studies import add, confirmed, defaults, vpic_tuner
 
 SPACE = kernels.get("vpic").space()
 WORKLOAD = kernels.get("vpic").workload(2, kernels.get("vpic").resolve_options({}))
@@ -127,3 +132,63 @@ def test_the_expected_speedup_is_the_product_of_the_kept_changes_last_tests():
     assert all(minimal.contribution(k).retest for k in minimal.changes)  # the re-test's ratio, not the first's
     nothing = walk_back(SPACE, WORKLOAD, INCUMBENT, 7, noisy({}, cv=0.03), pairs=3)
     assert nothing.changes == {} and nothing.expected_speedup == 1.0
+
+
+# -- the recommendation: the proposal, unless its own confirmation showed no gain --------------------------------
+
+CHANGES = {"files": "per_process", "meta_block_size": 32768}
+NO_GAIN = [(100.0, 93.0), (96.0, 101.0), (104.0, 88.0), (101.0, 97.0), (99.0, 104.0), (100.0, 91.0)]
+GAIN = [(100.0, 180.0), (104.0, 190.0), (97.0, 170.0), (101.0, 185.0), (99.0, 178.0)]
+
+
+def proposal_study(storage, scratch):
+    """Default runs, a faster search trial that changes CHANGES, and its minimal configuration: files only."""
+    tuner = vpic_tuner(storage, scratch)
+    study = tuner.open_study()
+    defaults(study)
+    add(study, 150.0, ROLE_SEARCH, 4, CHANGES)
+    study.set_user_attr(MINIMAL_ATTR, Minimal(3, {"files": "per_process"}).to_attr())
+    return tuner, study
+
+
+def test_a_proposal_its_own_confirmation_rejects_is_not_recommended(storage, scratch):
+    """'0.93x, 95% CI 0.87-1.10, no gain distinguishable from noise': the recommendation (best, export, run,
+    the report, Tuner.best_config) is then the system default, and says why."""
+    tuner, study = proposal_study(storage, scratch)
+    assert recommendation(study, SPACE).values == {**SPACE.default(), "files": "per_process"}  # not confirmed yet
+    confirmed(study, NO_GAIN, {"files": "per_process"})
+    chosen = recommendation(study, SPACE)
+    low, high = chosen.confirmation.interval
+    assert low <= 1.0 <= high and chosen.rejected
+    assert chosen.values == SPACE.default() and chosen.proposed == {**SPACE.default(), "files": "per_process"}
+    assert re.fullmatch(r"keep the system default: the confirmation of files=per_process measured 0\.\d\dx "
+                        r"\[0\.\d\d-1\.\d\d\], no gain \(proposed: the minimal configuration of trial 3 .*\)",
+                        chosen.how)
+    assert recommended(study, SPACE) == (chosen.values, chosen.how)
+    assert tuner.best_config().is_default()
+
+
+def test_a_confirmed_gain_keeps_the_proposal_and_another_configuration_s_confirmation_does_not_count(storage, scratch):
+    _, study = proposal_study(storage, scratch)
+    confirmed(study, NO_GAIN, {"files": "per_process", "sieve_buf_size": 1 << 20})  # of another configuration
+    chosen = recommendation(study, SPACE)
+    assert chosen.confirmation is None and chosen.values == {**SPACE.default(), "files": "per_process"}
+    confirmed(study, GAIN, {"files": "per_process"}, first_minute=200)
+    chosen = recommendation(study, SPACE)
+    assert chosen.confirmation.shows_gain and not chosen.rejected
+    assert chosen.confirmation.default.n == len(GAIN)  # the default runs interleaved with it, not the other's
+    assert chosen.values == {**SPACE.default(), "files": "per_process"}
+
+
+def test_the_recommendation_follows_the_proposal_confirmed_last(storage, scratch):
+    """`confirm --no-minimize` confirms the best trial's whole configuration: when that confirmation is the latest,
+    it is the study's conclusion (rejected here), whatever the minimal configuration's."""
+    _, study = proposal_study(storage, scratch)
+    confirmed(study, GAIN, {"files": "per_process"})
+    assert recommendation(study, SPACE).values == {**SPACE.default(), "files": "per_process"}
+    confirmed(study, NO_GAIN, CHANGES, first_minute=200)
+    chosen = recommendation(study, SPACE)
+    assert chosen.rejected and chosen.proposed == {**SPACE.default(), **CHANGES}
+    assert chosen.values == SPACE.default() and "trial 3's whole configuration" in chosen.how
+    assert recommendation(study, SPACE, minimal=False).values == SPACE.default()
+    assert proposed(study, SPACE, minimal=False)[0] == {**SPACE.default(), **CHANGES}

@@ -191,11 +191,11 @@ def test_viability_point_is_tuning_time_over_time_saved_per_run(study):
         add(study, 100.0, ROLE_DEFAULT, minute, bytes=gigabytes)
     add(study, 150.0, ROLE_SEARCH, 5, files="per_process", bytes=gigabytes)
     report = build_report(study)  # unconfirmed: the baseline and the best single run, an optimistic estimate
-    # one run: 3 GB at 100 MB/s = 30 s by default, at 150 MB/s = 20 s; 5 min of tuning = 300 s
+    # one run: 3 GB at 100 MB/s = 30 s by default, at 150 MB/s = 20 s; the trials ran 4 min (minute 4 was idle)
     assert report.seconds_per_run == pytest.approx((30.0, 20.0))
-    assert report.viability_runs == pytest.approx(300 / (30 - 20))
-    assert report.viability_text().startswith("30.0 production runs (tuning time / (t_default - t_best)")
-    assert "300.0 s / (30 s - 20 s)" in report.viability_text()
+    assert report.viability_runs == pytest.approx(240 / (30 - 20))
+    assert report.viability_text().startswith("24.0 production runs (tuning time / (t_default - t_best)")
+    assert "240.0 s / (30 s - 20 s)" in report.viability_text()
 
 
 def test_no_viability_point_when_the_best_is_no_faster(study):
@@ -234,7 +234,7 @@ def test_report_files_of_a_real_study_match_its_trials(storage, scratch, tmp_pat
     study = tuner.run()
     # a minimal configuration set by hand: a change to confirm, whichever trial is the incumbent
     study.set_user_attr(MINIMAL_ATTR, Minimal(best_trial(study).number, {"files": "per_process"}).to_attr())
-    tuner.confirm(repeats=INTERVAL_MIN_RUNS, minimize=False)
+    tuner.confirm(repeats=INTERVAL_MIN_RUNS)  # the minimal configuration, made: no walk-back
     out = tmp_path / "report"
     assert main(["report", "--storage", storage, "--study", "real", "--out", str(out)]) == 0
     printed, written = capsys.readouterr()
@@ -266,17 +266,18 @@ def test_report_files_of_a_real_study_match_its_trials(storage, scratch, tmp_pat
     low, high = numbers["speedup_ci95"]
     assert min(runs[ROLE_CONFIRM_BEST]) / max(runs[ROLE_CONFIRM_DEFAULT]) <= low <= numbers["speedup"] <= high
     assert high <= max(runs[ROLE_CONFIRM_BEST]) / min(runs[ROLE_CONFIRM_DEFAULT])
-    tuning = trials[:5]  # default and search runs; the re-measurements come after
-    minutes = (max(t.datetime_complete for t in tuning) - min(t.datetime_start for t in tuning)).total_seconds() / 60
-    assert numbers["tuning_minutes"] == pytest.approx(minutes)
-    best_so_far = max(t.value for t in tuning)
-    gained = best_so_far - statistics.median(baseline)
-    assert numbers["roti_mb_per_s_per_min"] == pytest.approx(gained / minutes)
+    tuning = trials[:5]  # default and search runs, one after the other; the re-measurements come after
+    minutes = sum((t.datetime_complete - t.datetime_start).total_seconds() for t in tuning) / 60
+    assert numbers["tuning_minutes"] == pytest.approx(minutes)  # the time they ran, not what passed between them
+    gain = low > 1.0  # the confirmation shows a gain: else the recommendation is the default, and no RoTI
+    assert numbers["roti_mb_per_s_per_min"] == (pytest.approx((median_best - median_default) / minutes) if gain
+                                                else None)
     nbytes = best.user_attrs["bytes"]
     saved = nbytes / (median_default * 1e6) - nbytes / (median_best * 1e6)
-    assert numbers["viability_runs"] == (pytest.approx(minutes * 60 / saved) if saved > 0 else None)
+    assert numbers["viability_runs"] == (pytest.approx(minutes * 60 / saved) if saved > 0 and gain else None)
     space = kernels.get("vpic").space()
-    config = space.complete({"files": "per_process"})  # the recommendation: the minimal configuration
+    # the recommendation: the minimal configuration, unless its confirmation showed no gain
+    config = space.complete({"files": "per_process"}) if gain else space.default()
     for layer, rows in numbers["best_by_layer"].items():
         for row in rows:
             p = space[row["parameter"]]
@@ -309,3 +310,65 @@ def test_report_says_where_the_tuning_trials_came_from(study):
     assert report.to_dict()["origins"][3] == {"trial": 3, "origin": "transfer:vpic-4#7", "mb_per_s": 180.0,
                                               "predicted_speedup": 1.5}
     assert "vpic on 2 rank(s)" in dict(report.summary_rows())["context"]
+
+
+def test_roti_is_the_confirmed_gain_per_minute_of_tuning(study):
+    """Not the best single run's: a lucky 300 MB/s gives no RoTI until a confirmation shows a gain."""
+    for minute in (1, 2, 3):
+        add(study, 100.0, ROLE_DEFAULT, minute)
+    add(study, 300.0, ROLE_SEARCH, 4, files="per_process")
+    report = build_report(study)
+    assert report.roti is None and report.to_dict()["roti_mb_per_s_per_min"] is None
+    assert re.search(r"^RoTI: +none: no confirmed gain \(`iobo confirm`\)$", report.text(), re.M)
+    for minute, (d, b) in enumerate(((95.0, 180.0), (105.0, 200.0), (100.0, 190.0), (98.0, 185.0), (102.0, 195.0)),
+                                    start=10):
+        add(study, d, ROLE_CONFIRM_DEFAULT, minute)
+        add(study, b, ROLE_CONFIRM_BEST, minute, files="per_process")
+    report = build_report(study)
+    assert report.tuning_minutes == pytest.approx(4.0)
+    assert report.roti == pytest.approx((190.0 - 100.0) / 4.0)
+    assert re.search(r"^RoTI: +22.5 MB/s per minute of tuning \(the confirmed gain, 190 - 100 MB/s re-measured, "
+                     r"over 4.0 min\)$", report.text(), re.M)
+
+
+def test_a_recommendation_its_confirmation_rejected_keeps_the_default_with_no_roti(study):
+    """After "0.95x, 95% CI 0.9-1.1, no gain distinguishable from noise" the report recommends the default."""
+    for minute in (1, 2, 3):
+        add(study, 100.0, ROLE_DEFAULT, minute)
+    add(study, 300.0, ROLE_SEARCH, 4, files="per_process", bytes=10**9)
+    for minute, (d, b) in enumerate(((100.0, 93.0), (96.0, 101.0), (104.0, 88.0), (101.0, 97.0), (99.0, 104.0)),
+                                    start=10):
+        add(study, d, ROLE_CONFIRM_DEFAULT, minute)
+        add(study, b, ROLE_CONFIRM_BEST, minute, files="per_process")
+    report = build_report(study)
+    assert report.distinguishable is False and report.keeps_default and report.best_config == {}
+    text = report.text()
+    assert re.search(r"^recommended: +keep the system default: the confirmation of files=per_process measured "
+                     r"0.9\dx \[0.\d\d-1.\d\d\], no gain", text, re.M)
+    assert re.search(r"^speedup: +0.9\dx, 95% CI .*: no gain distinguishable from noise$", text, re.M)
+    assert re.search(r"^RoTI: +none: the recommendation is the system default$", text, re.M)
+    assert re.search(r"^viability point: +never: the recommended configuration is the system default$", text, re.M)
+    assert "  (none: keep the system default)" in text and report.roti is None
+
+
+def test_tuning_time_is_the_time_trials_ran_not_a_pause_before_a_resume(study):
+    """Interrupted at minute 4.5, resumed at minute 60: 6.5 min of tuning, for the report and the stop rules; a
+    stale trial (its tuner killed, told FAIL when the resume found it) adds no time."""
+    from iobo.stopping import study_progress
+
+    from support.studies import add as add_run
+
+    for minute in (1, 2, 3):
+        add_run(study, 100.0, ROLE_DEFAULT, minute)
+    add_run(study, 150.0, ROLE_SEARCH, 4, {"files": "per_process"})
+    add_run(study, None, ROLE_SEARCH, 4.5, state=TrialState.FAIL, fail_reason="interrupted: the tuner was stopped")
+    add_run(study, None, ROLE_SEARCH, 60, start=4.5, state=TrialState.FAIL,
+            fail_reason="stale: its tuner (host:123) died while it ran")
+    add_run(study, 160.0, ROLE_SEARCH, 61, {"files": "per_process"})
+    add_run(study, 120.0, ROLE_SEARCH, 62, start=60.5)  # ran beside the one before: counted once
+    report = build_report(study)
+    assert report.tuning_minutes == pytest.approx(6.5)
+    assert [round(m, 6) for m, _, _ in report.roti_curve] == [1, 2, 3, 4, 4.5, 4.5, 5.5, 6.5]
+    assert study_progress(study).minutes[-1] == pytest.approx(6.5)
+    assert re.search(r"^tuning time: +6.5 min \(while the default and search runs ran; pauses between them and "
+                     r"re-measurements excluded\)$", report.text(), re.M)

@@ -312,7 +312,7 @@ def test_confirm_runs_the_pairs_planned_from_the_default_runs_noise_and_the_walk
     study.set_user_attr(MINIMAL_ATTR, Minimal(best.number, {"files": "per_process"}, [retest]).to_attr())
     defaults = baseline(study.get_trials()).runs.values
     assert len(defaults) >= 3
-    tuner.confirm(2, minimize=False)
+    tuner.confirm(2)  # the minimal configuration made: confirmed, no walk-back
     plan = study.user_attrs[CONFIRM_PLAN_ATTR]
     assert plan["expected_speedup"] == pytest.approx(1.05) and plan["default_runs"] == len(defaults)
     assert plan["noise_sd_log"] == pytest.approx(statistics.stdev(math.log(v) for v in defaults))
@@ -331,7 +331,7 @@ def test_confirm_without_a_measured_gain_runs_the_pairs_asked_for(storage, scrat
     study = tuner.run()
     # a minimal configuration set by hand, with no test measured (whichever trial is the incumbent)
     study.set_user_attr(MINIMAL_ATTR, Minimal(best_trial(study).number, {"files": "per_process"}).to_attr())
-    tuner.confirm(2, minimize=False)
+    tuner.confirm(2)  # the minimal configuration made: confirmed, no walk-back
     assert study.user_attrs[CONFIRM_PLAN_ATTR]["pairs"] == 2 and study.user_attrs[CONFIRM_PLAN_ATTR]["why"] == "as asked"
     roles = [t.user_attrs["role"] for t in study.get_trials() if t.state == TrialState.COMPLETE]
     assert roles.count(ROLE_CONFIRM_DEFAULT) == roles.count(ROLE_CONFIRM_BEST) == 2

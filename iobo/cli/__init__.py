@@ -12,6 +12,7 @@ import argparse
 import atexit
 import importlib
 import os
+import signal
 import sys
 
 from iobo.errors import Interrupted, IoboError
@@ -37,7 +38,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns the exit code (0 done, 1 nothing measured, 2 an error iobo explains,
-    130 interrupted by Ctrl-C, 143 stopped by SIGTERM)."""
+    130 interrupted by Ctrl-C, 143 stopped by SIGTERM; the program, :func:`console`, exits 141 when the reader
+    of its output left, as ``iobo best | head -3`` does)."""
     args = parser().parse_args(argv)
     try:
         return _module(args.command).run(args)
@@ -66,10 +68,24 @@ def console() -> None:
     except SystemExit as exc:  # argparse: --help (0), a usage error (2)
         exit_code[0] = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
         raise
+    except BrokenPipeError:
+        exit_code[0] = _reader_gone()
     sys.exit(exit_code[0])
 
 
+def _reader_gone() -> int:
+    """The reader of stdout closed the pipe (``iobo best | head -3``): the rest of the output goes to /dev/null,
+    without a traceback; returns the exit code of a program SIGPIPE ended, 141 (128 + 13)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
+
+
 def _exit_without_teardown(exit_code: list[int]) -> None:
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader left before the last of the output was written
+        exit_code[0] = _reader_gone()
     sys.stderr.flush()
     os._exit(exit_code[0])

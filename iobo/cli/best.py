@@ -1,4 +1,5 @@
-"""``iobo best``: the recommended configuration of a study (the minimal one when made) and the best run."""
+"""``iobo best``: the study's recommendation (the minimal configuration when made; the system default when its
+confirmation showed no gain), its measured figure, then every value."""
 
 from __future__ import annotations
 
@@ -8,20 +9,33 @@ from iobo.space import format_value
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("best", help="print the recommended configuration and the best bandwidth")
+    p = sub.add_parser("best", help="print the recommended configuration and its measured bandwidth")
     common.add_storage_args(p)
-    p.add_argument("--full", action="store_true", help="the best trial's whole configuration, not the minimal one")
+    p.add_argument("--full", action="store_true",
+                   help="the best trial's whole configuration (without knobs that did not apply), not the minimal one")
 
 
 def run(args) -> int:
+    from iobo import trials
+    from iobo.minimize import runs_of
+
     study = common.load_study(args.storage, args.study)
-    best, config, how = common.chosen_config(study, args.full)
-    print(f"best: {format_mb_per_s(best.value)} MB/s (trial {best.number} of study {study.study_name!r})")
-    print(f"configuration: {how}")
+    best, chosen, config = common.chosen_config(study, args.full)
     changed = config.changed()
-    print("changed from the system default: "
-          + (", ".join(f"{n}={format_value(v, config.space[n].unit)}" for n, v in changed.items())
-             or "none (keep the system default)"))
+    shown = ", ".join(f"{n}={format_value(v, config.space[n].unit)}" for n, v in changed.items())
+    print(f"recommended: {shown or 'keep the system default'} ({chosen.how})")
+    confirmation = chosen.confirmation
+    if confirmation is not None and not chosen.rejected:
+        print(f"measured: {format_mb_per_s(confirmation.best.median)} MB/s against the default's "
+              f"{format_mb_per_s(confirmation.default.median)} MB/s, {confirmation.describe()} (medians of "
+              f"{confirmation.best.n} and {confirmation.default.n} interleaved runs, `iobo confirm`)")
+    else:
+        runs = runs_of(study, config.space, config.values)
+        confirm = "" if config.is_default() or confirmation is not None else "; not confirmed: `iobo confirm`"
+        print("measured: " + (f"{format_mb_per_s(runs.median)} MB/s, median of {runs.n} run(s) of this "
+                              f"configuration{confirm}" if runs else f"never run as such{confirm}"))
+    print(f"best single run: {format_mb_per_s(best.value)} MB/s (trial {best.number} of study "
+          f"{study.study_name!r}; the luckiest of {len(trials.tuning_trials(study))} runs, not a figure to expect)")
     print("every value:")
     print(config.describe())
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 
 from iobo.errors import ConfigError
@@ -45,11 +46,19 @@ def add_storage_args(parser) -> None:
     parser.add_argument("--study", help="study name (default: the only study in the storage)")
 
 
-def add_run_args(parser, workdir: str = "iobo-work") -> None:
-    """Where and how trials run: shared by ``tune`` and ``confirm``."""
+DEFAULT_WORKDIR = "iobo-work"
+"""``--workdir`` of ``iobo tune`` when not given; a command that runs more trials of a study uses the study's."""
+
+
+def add_run_args(parser, workdir: str | None = DEFAULT_WORKDIR) -> None:
+    """Where and how trials run: shared by ``tune``, ``minimize`` and ``confirm`` (``workdir`` None: the
+    study's own, :func:`run_workdir`)."""
     from iobo.runners import RUNNERS
 
-    parser.add_argument("--workdir", default=workdir, help="directory on the file system under test")
+    parser.add_argument("--workdir", default=workdir,
+                        help="directory on the file system under test (default: "
+                             + (f"{workdir})" if workdir else "the one the study's trials ran in; another must be "
+                                                              "on the same type of file system)"))
     parser.add_argument("--mpiexec", default=None, help="MPI launcher (default: mpiexec.mpich or $IOBO_MPIEXEC)")
     parser.add_argument("--timeout", type=float, default=600.0, help="per-trial limit in seconds")
     parser.add_argument("--runner", choices=RUNNERS, default="parsl",
@@ -105,20 +114,24 @@ def study_space(study):
 
 
 def chosen_config(study, full: bool = False):
-    """(best trial, the :class:`iobo.config.IOConfig` to use, how it was chosen): the recommended configuration
-    (:func:`iobo.minimize.recommended`), or with ``full`` the best trial's whole configuration."""
+    """(best trial, the :class:`iobo.minimize.Recommendation`, its :class:`iobo.config.IOConfig`): the study's
+    recommendation (:func:`iobo.minimize.recommendation`), or with ``full`` the best trial's whole configuration
+    without the knobs recorded as not applied (:func:`iobo.minimize.proposed`)."""
     from iobo import kernels, trials
     from iobo.config import IOConfig
-    from iobo.minimize import recommended
+    from iobo.minimize import Recommendation, confirmation_of, proposed, recommendation
 
     space = study_space(study)
     best = trials.best_trial(study)
     if best is None:
         raise ConfigError(f"study {study.study_name!r} has no completed trial yet; run `iobo tune` first")
+    workload = kernels.study_workload(study)
     if full:
-        return best, IOConfig(trials.config_of(best), space), f"trial {best.number}'s whole configuration (--full)"
-    values, how = recommended(study, space, kernels.study_workload(study))
-    return best, IOConfig(values, space), how
+        values, how = proposed(study, space, workload, minimal=False)
+        chosen = Recommendation(values, f"{how} (--full)", values, confirmation_of(study, space, values))
+    else:
+        chosen = recommendation(study, space, workload)
+    return best, chosen, IOConfig(chosen.values, space)
 
 
 def study_spec(study):
@@ -138,9 +151,56 @@ def study_spec(study):
     raise ConfigError(f"study {study.study_name!r} records no kernel, command or task: it was not made by iobo")
 
 
+def study_workdir(study) -> str | None:
+    """The directory the study's trials ran in (the ``workdir`` attr of its latest tuning trial that records
+    one, else of any trial), or None when none records one."""
+    from iobo import trials
+
+    every = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number, reverse=True)
+    for trial in [t for t in every if trials.is_tuning(t)] + every:
+        if trial.user_attrs.get("workdir"):
+            return trial.user_attrs["workdir"]
+    return None
+
+
+def run_workdir(study, asked: str | None) -> str:
+    """Where a command that runs more trials of ``study`` (minimize, confirm) runs them: ``asked`` (``--workdir``),
+    else the study's own (:func:`study_workdir`; ``DEFAULT_WORKDIR`` when it records none). Runs on another type
+    of file system would not compare with the study's: ``asked`` on one is refused, before anything runs."""
+    from pathlib import Path
+
+    from iobo.stack import filesystem_type
+
+    recorded = study_workdir(study)
+    if asked is None:
+        return recorded or DEFAULT_WORKDIR
+    if recorded is not None:
+        here, there = filesystem_type(Path(asked)), filesystem_type(Path(recorded))
+        if here != there:
+            raise ConfigError(f"--workdir {asked} is on {here}, but the trials of study {study.study_name!r} ran in "
+                              f"{recorded}, on {there}: runs on another file system do not compare with them; leave "
+                              f"--workdir out (the study's own is used) or give a directory on {there}")
+    return asked
+
+
+@contextlib.contextmanager
+def workdir_left_only_if_used(workdir: str):
+    """Within the block, a ``workdir`` that did not exist before is removed again when nothing was written
+    there (a command with nothing to run creates nothing)."""
+    from pathlib import Path
+
+    path = Path(workdir)
+    existed = path.exists()
+    try:
+        yield
+    finally:
+        if not existed and path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+
+
 def tuner_for(study, args):
     """A :class:`iobo.tuner.Tuner` on an existing study of a kernel or a command, with this command's run
-    arguments and the study's own space."""
+    arguments and the study's own space (``args.workdir``: see :func:`run_workdir`)."""
     from iobo.progress import console_watchers
     from iobo.tuner import Tuner
 

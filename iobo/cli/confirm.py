@@ -14,13 +14,15 @@ def add_parser(sub) -> None:
                         "cannot resolve the gain the walk-back measured (default: %(default)s)")
     p.add_argument("--no-minimize", action="store_true",
                    help="confirm the best trial's whole configuration, without testing which changes matter")
-    common.add_run_args(p)
+    common.add_run_args(p, workdir=None)
 
 
 def run(args) -> int:
     from iobo.report import build_report
 
     study = common.load_study(args.storage, args.study)
-    common.tuner_for(study, args).confirm(args.repeats, minimize=not args.no_minimize)
+    args.workdir = common.run_workdir(study, args.workdir)
+    with common.workdir_left_only_if_used(args.workdir):
+        common.tuner_for(study, args).confirm(args.repeats, minimize=not args.no_minimize)
     print(build_report(study).text())
     return 0

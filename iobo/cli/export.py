@@ -16,16 +16,23 @@ def add_parser(sub) -> None:
     p.add_argument("--format", choices=EXPORT_FORMATS, default="json")
     p.add_argument("--output", "-o", help="write to this file instead of stdout")
     p.add_argument("--hints-path", default="romio-hints", help="ROMIO_HINTS path written by --format env")
-    p.add_argument("--full", action="store_true", help="the best trial's whole configuration, not the minimal one")
+    p.add_argument("--full", action="store_true",
+                   help="the best trial's whole configuration (without knobs that did not apply), not the minimal one")
 
 
 def run(args) -> int:
     study = common.load_study(args.storage, args.study)
-    _, config, how = common.chosen_config(study, args.full)
-    print(f"exporting {how}", file=sys.stderr)
+    _, chosen, config = common.chosen_config(study, args.full)
+    print(f"exporting {chosen.how}", file=sys.stderr)
     text = config.export(args.format, args.hints_path)
     if args.format == "env" and "command" in study.user_attrs:  # the program's knobs: variables, fragments
         text = common.study_spec(study).env_text(config, args.hints_path)
+    carried = config.carried(args.format)
+    if config.is_default():
+        print("iobo export: nothing to export: the recommendation is the system default", file=sys.stderr)
+    elif not carried:
+        print(f"iobo export: nothing to export in --format {args.format}: it carries none of the recommended changes "
+              f"({', '.join(config.changed())}); --format json or env does", file=sys.stderr)
     if args.output:
         Path(args.output).write_text(text)
         print(f"wrote {args.format} to {args.output}", file=sys.stderr)

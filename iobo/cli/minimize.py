@@ -10,10 +10,12 @@ def add_parser(sub) -> None:
     common.add_storage_args(p)
     p.add_argument("--pairs", type=common.positive_int, default=3,
                    help="interleaved (with, without) runs per test (>= 2; default: %(default)s)")
-    common.add_run_args(p)
+    common.add_run_args(p, workdir=None)
 
 
 def run(args) -> int:
     study = common.load_study(args.storage, args.study)
-    common.tuner_for(study, args).minimize(args.pairs)
+    args.workdir = common.run_workdir(study, args.workdir)
+    with common.workdir_left_only_if_used(args.workdir):
+        common.tuner_for(study, args).minimize(args.pairs)
     return 0

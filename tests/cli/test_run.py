@@ -124,3 +124,23 @@ def test_iobo_run_passes_the_programs_exit_code_and_refuses_bad_input(tuned_stud
     assert cli(capsys, "run", "--storage", storage, "--", "sh", "-c", "exit 7")[0] == 7
     code, _, err = cli(capsys, "run", "--storage", storage, "--", str(scratch / "nothing-here"))
     assert code == 2 and "cannot start" in err and "Traceback" not in err
+
+
+def test_iobo_run_runs_the_default_once_the_confirmation_showed_no_gain(storage, scratch, capfd):
+    """The proposal (files=per_process, 4 MiB collective buffers) re-measured at ~0.95x [0.9-1.1]: the program
+    gets the system default, and is told why."""
+    from iobo.trials import ROLE_SEARCH
+
+    from support.studies import add, confirmed, defaults, vpic_tuner
+
+    changes = {"files": "per_process", "cb_buffer_size": 4 * MiB}
+    study = vpic_tuner(storage, scratch).open_study()
+    defaults(study)
+    add(study, 150.0, ROLE_SEARCH, 4, changes)
+    confirmed(study, [(100.0, 93.0), (96.0, 101.0), (104.0, 88.0), (101.0, 97.0), (99.0, 104.0)], changes)
+    assert main(["run", "--storage", storage, "--", "env"]) == 0
+    out, err = capfd.readouterr()
+    assert "IOBO_FILES" not in out and "IOBO_CB_BUFFER_SIZE" not in out and "ROMIO_HINTS" not in out
+    assert ("iobo run: study 's', keep the system default: the confirmation of cb_buffer_size=4 MiB, "
+            "files=per_process measured 0.9") in err
+    assert err.count(": the system default\n") == 1
