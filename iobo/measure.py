@@ -178,6 +178,15 @@ def bootstrap_speedup(
     return float(low), float(high)
 
 
+def speedup_interval(default_mb_per_s, best_mb_per_s, level: float = 0.95, resamples: int = 2000,
+                     seed: int = 0) -> tuple[float, float] | None:
+    """:func:`bootstrap_speedup` of a confirmation's runs; None when either side has fewer than
+    ``INTERVAL_MIN_RUNS`` runs (too few for an interval: no speedup is claimed from them)."""
+    if min(len(default_mb_per_s), len(best_mb_per_s)) < INTERVAL_MIN_RUNS:
+        return None
+    return bootstrap_speedup(default_mb_per_s, best_mb_per_s, level, resamples, seed)
+
+
 def planned_pairs(noise_sd_log: float, expected_speedup: float, at_least: int, at_most: int,
                   level: float = 0.95, power: float = 0.8) -> int:
     """Interleaved (default, best) pairs a confirmation needs so that the ``level`` interval of

@@ -35,7 +35,7 @@ from functools import cached_property
 from typing import Any
 
 from iobo.errors import ConfigError
-from iobo.measure import INTERVAL_MIN_RUNS, Spread, bootstrap_speedup, paired_ratio
+from iobo.measure import Spread, paired_ratio, speedup_interval
 from iobo.space import format_value
 
 MINIMAL_ATTR = "minimal"
@@ -301,9 +301,7 @@ class Confirmation:
     def interval(self) -> tuple[float, float] | None:
         """The speedup's bootstrap 95% interval (:func:`iobo.measure.bootstrap_speedup`, 2000 resamples, seed 0);
         None with fewer than ``INTERVAL_MIN_RUNS`` runs of either (too few for an interval)."""
-        if min(self.default.n, self.best.n) < INTERVAL_MIN_RUNS:
-            return None
-        return bootstrap_speedup(self.default.values, self.best.values)
+        return speedup_interval(self.default.values, self.best.values)
 
     @property
     def shows_gain(self) -> bool | None:

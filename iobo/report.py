@@ -22,7 +22,7 @@ from typing import Any
 
 from iobo import trials as study_trials
 from iobo.importance import MIN_GP_TRIALS, robust_importance
-from iobo.measure import INTERVAL_MIN_RUNS, MB, Spread, bootstrap_speedup, format_mb_per_s, roti
+from iobo.measure import INTERVAL_MIN_RUNS, MB, Spread, format_mb_per_s, roti, speedup_interval
 from iobo.minimize import Minimal, current_minimal
 from iobo.surrogate import PRIOR_WEIGHT_ATTR
 from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, Baseline
@@ -117,10 +117,10 @@ class StudyReport:
         return self._interval(0.95, 2000, 0)  # the one every figure and line of the report uses: bootstrapped once
 
     def _interval(self, level: float, resamples: int, seed: int) -> tuple[float, float] | None:
-        if self.headline is None or min(s.n for s in self.headline) < INTERVAL_MIN_RUNS:
+        if self.headline is None:
             return None
         default, best = self.headline
-        return bootstrap_speedup(default.values, best.values, level, resamples, seed)
+        return speedup_interval(default.values, best.values, level, resamples, seed)
 
     @property
     def keeps_default(self) -> bool:

@@ -23,15 +23,16 @@ def run(args) -> int:
     best, chosen, config = common.chosen_config(study, args.full)
     changed = config.changed()
     shown = ", ".join(f"{n}={format_value(v, config.space[n].unit)}" for n, v in changed.items())
-    print(f"recommended: {shown or 'keep the system default'} ({chosen.how})")
+    print(f"recommended: {chosen.how}" if chosen.rejected and not shown  # "keep the system default: the confirmation..."
+          else f"recommended: {shown or 'keep the system default'} ({chosen.how})")
     confirmation = chosen.confirmation
-    if confirmation is not None and not chosen.rejected:
+    if confirmation is not None and not config.is_default():  # the figure of what is recommended, not of its rejection
         print(f"measured: {format_mb_per_s(confirmation.best.median)} MB/s against the default's "
               f"{format_mb_per_s(confirmation.default.median)} MB/s, {confirmation.describe()} (medians of "
               f"{confirmation.best.n} and {confirmation.default.n} interleaved runs, `iobo confirm`)")
     else:
         runs = runs_of(study, config.space, config.values)
-        confirm = "" if config.is_default() or confirmation is not None else "; not confirmed: `iobo confirm`"
+        confirm = "" if config.is_default() else "; not confirmed: `iobo confirm`"
         print("measured: " + (f"{format_mb_per_s(runs.median)} MB/s, median of {runs.n} run(s) of this "
                               f"configuration{confirm}" if runs else f"never run as such{confirm}"))
     print(f"best single run: {format_mb_per_s(best.value)} MB/s (trial {best.number} of study "

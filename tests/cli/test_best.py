@@ -46,8 +46,8 @@ def test_best_after_a_confirmation_that_showed_no_gain_recommends_the_default(st
     study = lucky_study(storage, scratch)
     confirmed(study, NO_GAIN, {"files": "per_process"})
     lines = best(capsys, storage)
-    assert re.fullmatch(r"recommended: keep the system default \(keep the system default: the confirmation of "
-                        r"files=per_process measured 0\.9\dx \[0\.\d\d-1\.\d\d\], no gain \(proposed: .*\)\)", lines[0])
+    assert re.fullmatch(r"recommended: keep the system default: the confirmation of files=per_process measured "
+                        r"0\.9\dx \[0\.\d\d-1\.\d\d\], no gain \(proposed: trial 3's configuration, .*\)", lines[0])
     assert lines[1] == "measured: 100 MB/s, median of 8 run(s) of this configuration"  # every default run
     assert "app: files=shared" in lines
 
@@ -62,3 +62,12 @@ def test_best_cut_short_by_its_reader_ends_without_a_traceback(storage, scratch)
     err = program.stderr.read().decode()
     assert program.wait(timeout=120) == 141
     assert err == ""
+
+
+def test_best_full_shows_the_whole_configuration_with_its_own_confirmation(storage, scratch, capsys):
+    study = lucky_study(storage, scratch)
+    confirmed(study, NO_GAIN, {"files": "per_process"})
+    assert main(["best", "--storage", storage, "--full"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("recommended: files=per_process (trial 3's configuration, not minimized")
+    assert re.fullmatch(r"measured: 97 MB/s against the default's 100 MB/s, 0\.9\dx \[0\.\d\d-1\.\d\d\] .*", lines[1])
