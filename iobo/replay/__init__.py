@@ -19,8 +19,9 @@
 Importing this package loads neither h5py nor mpi4py.
 """
 
-from iobo.replay._model import GAP_FLOOR_S, TRACE_FORMAT, TRACE_VERSION, WORKDIR, Trace, event_bytes, without_gap
+from iobo.replay._model import (GAP_FLOOR_S, OPEN_OPS, TRACE_FORMAT, TRACE_VERSION, WORKDIR, Trace, event_bytes,
+                               opens_for_writing, without_gap)
 from iobo.replay._raw import NEVER_RECORDED, RAW_FORMAT, RAW_VERSION, raw_files, read_raw
 
-__all__ = ["GAP_FLOOR_S", "NEVER_RECORDED", "RAW_FORMAT", "RAW_VERSION", "TRACE_FORMAT", "TRACE_VERSION", "WORKDIR",
-           "Trace", "event_bytes", "raw_files", "read_raw", "without_gap"]
+__all__ = ["GAP_FLOOR_S", "NEVER_RECORDED", "OPEN_OPS", "RAW_FORMAT", "RAW_VERSION", "TRACE_FORMAT", "TRACE_VERSION",
+           "WORKDIR", "Trace", "event_bytes", "opens_for_writing", "raw_files", "read_raw", "without_gap"]

@@ -30,6 +30,8 @@ TRACE_VERSION = 1
 WORKDIR = "{workdir}"
 OPEN_OPS = ("H5Fcreate", "H5Fopen", "MPI_File_open", "open")
 """The calls that name a file by path (``name`` as given, ``path`` absolute)."""
+_MPI_WRITE_MODES = 1 | 4 | 8  # MPICH's MPI_MODE_CREATE, MPI_MODE_WRONLY, MPI_MODE_RDWR
+_H5F_ACC_RDWR = 1
 GAP_FLOOR_S = 1e-3
 """Gaps between two I/O calls shorter than this (seconds) are the program's own overhead between calls (a loop,
 a hyperslab computed, a barrier on an idle machine), not computation: they are stored as 0. A replay's own Python
@@ -110,3 +112,16 @@ def event_bytes(event: dict[str, Any]) -> int:
 def without_gap(event: dict[str, Any]) -> dict[str, Any]:
     """The event's op and arguments (``gap_s`` left out)."""
     return {k: v for k, v in event.items() if k != GAP}
+
+
+def opens_for_writing(event: dict[str, Any]) -> bool:
+    """Whether an open event (:data:`OPEN_OPS`) opens its file for writing (flags and modes as on this platform:
+    Linux, MPICH, HDF5 1.10)."""
+    op, flags = event["op"], event.get("flags") or 0
+    if op == "H5Fcreate":
+        return True
+    if op == "H5Fopen":
+        return bool(flags & _H5F_ACC_RDWR)
+    if op == "MPI_File_open":
+        return bool((event.get("amode") or 0) & _MPI_WRITE_MODES)
+    return op == "open" and (flags & os.O_ACCMODE) != os.O_RDONLY

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from iobo.errors import ConfigError
-from iobo.replay._model import GAP_FLOOR_S, WORKDIR, Trace
+from iobo.replay._model import GAP_FLOOR_S, WORKDIR, Trace, opens_for_writing
 
 RAW_FORMAT = "iobo-trace"
 RAW_VERSION = 1
@@ -28,8 +28,6 @@ NEVER_RECORDED = (
 _HANDLES = {"H5Fcreate": "file", "H5Fopen": "file", "H5Dcreate": "dset", "H5Dopen": "dset", "H5Acreate": "attr",
             "MPI_File_open": "fh", "open": "fd"}
 _CLOSES = {"H5Fclose": "file", "H5Dclose": "dset", "H5Aclose": "attr", "MPI_File_close": "fh", "close": "fd"}
-_MPI_WRITE_MODES = 1 | 4 | 8  # MPICH's MPI_MODE_CREATE, MPI_MODE_WRONLY, MPI_MODE_RDWR
-_H5F_ACC_RDWR = 1
 
 
 def raw_files(prefix: str | os.PathLike) -> dict[int, Path]:
@@ -68,22 +66,10 @@ def _read_lines(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[
     return header, lines[1:len(lines) - (end is not None)], end
 
 
-def _written(event: dict[str, Any]) -> bool:
-    """Whether an open event opens its file for writing."""
-    op, flags = event["op"], event.get("flags", 0)
-    if op == "H5Fcreate":
-        return True
-    if op == "H5Fopen":
-        return bool(flags & _H5F_ACC_RDWR)
-    if op == "MPI_File_open":
-        return bool(event.get("amode", 0) & _MPI_WRITE_MODES)
-    return op == "open" and (flags & os.O_ACCMODE) != os.O_RDONLY
-
-
 def _workdir(opens: list[dict[str, Any]]) -> str | None:
     """The directory the program wrote its files into: the common directory of the files it opened for writing,
     or, when that is the root, the directory holding most of them."""
-    parents = [os.path.dirname(e["path"]) for e in opens if e.get("ok", True) and e.get("path") and _written(e)]
+    parents = [os.path.dirname(e["path"]) for e in opens if e.get("ok", True) and e.get("path") and opens_for_writing(e)]
     if not parents:
         return None
     common = os.path.commonpath(parents)

@@ -104,8 +104,8 @@ def checkpoint_steps(rank: int, ranks: int, steps: int, slabs: int = 8, rows: in
     per = rows // slabs
     for step in range(steps):
         symbol = first + step
-        events.append({"op": "H5Fcreate", "file": symbol, "name": f"{{workdir}}/ck.{step}.h5",
-                       "path": f"{{workdir}}/ck.{step}.h5", "flags": 2, "mpio": True, "procs": ranks, "ok": True,
+        events.append({"op": "H5Fcreate", "file": symbol, "name": f"{{workdir}}/ck.{symbol}.h5",
+                       "path": f"{{workdir}}/ck.{symbol}.h5", "flags": 2, "mpio": True, "procs": ranks, "ok": True,
                        "gap_s": compute_s})
         events.append({"op": "H5Dcreate", "dset": symbol, "file": symbol, "name": "/fields/temperature",
                        "type": {"class": "float", "size": itemsize}, "dims": [ranks * rows, cols],

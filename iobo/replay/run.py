@@ -1,0 +1,539 @@
+"""Replay a trace: the program's I/O calls, made again with synthetic data, one MPI rank per traced rank.
+
+    mpiexec -n R python -m iobo.replay.run TRACE --workdir DIR [--compute none|recorded|scale=X] [--steps K]
+
+Each rank makes its events' calls in the recorded order, each the library call
+the program made, so the preloaded shim applies a configuration to them and
+measures them exactly as on the program:
+
+- HDF5 through h5py's low-level API: ``h5f.create``/``open`` (the MPI-IO
+  driver on the traced communicator's size when the program's file was on
+  it), ``h5d.create`` with a type of the recorded class and size (opaque
+  ``V<size>`` for compound and other classes), dims and max dims, the
+  program's own layout, chunk dims and filters (deflate, shuffle,
+  fletcher32, others by id), groups created as the dataset's path needs;
+  ``H5Dwrite``/``H5Dread`` on the recorded file selection (a regular
+  hyperslab exactly; an irregular one or points approximated by as many
+  elements in its bounding box, said in the output) with a collective
+  transfer list where the program asked for one; ``H5Dset_extent``,
+  attributes, ``H5Fflush``, and ``H5Dclose``/``H5Aclose``/``H5Fclose``
+  where the program closed them.
+- MPI-IO through mpi4py: ``MPI.File.Open`` with the program's hints, its
+  views (a contiguous etype/filetype, or, for a non-contiguous filetype, one
+  block of its size per extent, said in the output), every write and read form
+  by name (non-blocking ones waited for at once), sync, set_size,
+  preallocate, close.
+- POSIX through ``os``: open, write, pwrite, read, pread, fsync, fdatasync,
+  close (``write`` and ``read`` at the recorded file position: ``lseek`` is
+  not traced, so the replay seeks there first).
+
+Data is a fixed byte pattern, one buffer per size. Paths with ``{workdir}``
+go under ``--workdir``; files the program wrote elsewhere go under
+``DIR/outside/`` (their absolute path below it), files it read elsewhere are
+read where they are. Failed calls and calls on handles the trace never saw
+opened are not replayed (counted in the output).
+
+``--compute``: the computation between calls (``gap_s``): ``none`` (default),
+``recorded`` (slept), ``scale=X`` (X times the recorded gap). ``--steps K``
+replays the first K of the N repetitions of each repeated block; ``scale``
+in the output is the traced bytes over the replayed bytes (all ranks), by
+which a replay's byte counts are multiplied to stand for the program's.
+
+Rank 0 prints one JSON line at the end: ``events``, ``bytes`` per level and
+direction (the replay's outermost calls), ``calls`` per op, ``steps`` (K and
+each block's N), ``scale``, ``compute``, ``compute_s`` (the slowest rank's
+slept seconds), ``not_replayed`` and ``approximated``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from iobo.errors import ConfigError, KernelError
+from iobo.replay import Trace, event_bytes, opens_for_writing
+from iobo.stack.libraries import hdf5_library, mpi_library
+
+LEVELS = ("hdf5", "mpiio", "posix")
+OPENED = {"H5Fcreate": "file", "H5Fopen": "file", "H5Dcreate": "dset", "H5Dopen": "dset", "H5Acreate": "attr",
+          "MPI_File_open": "fh", "open": "fd"}
+"""The kind of object each open makes (the event's symbol for it is new, not one to look up)."""
+OUTSIDE = "outside"
+"""The directory, under --workdir, of the files the program wrote outside its own output directory."""
+
+
+def level_of(op: str) -> str:
+    """The level an op belongs to: ``hdf5`` (H5*), ``mpiio`` (MPI_File_*) or ``posix``."""
+    return "hdf5" if op.startswith("H5") else "mpiio" if op.startswith("MPI_File_") else "posix"
+
+
+def direction_of(op: str) -> str | None:
+    """``write``, ``read`` or None for an op that moves no data (dataset reads and writes, not attributes)."""
+    if op in ("H5Awrite", "H5Aread"):
+        return None
+    name = op[len("MPI_File_"):] if op.startswith("MPI_File_") else op
+    if "write" in name.lower():
+        return "write"
+    return "read" if "read" in name.lower() else None
+
+
+def compute_factor(text: str) -> float:
+    """The --compute option as a factor on the recorded gaps: none 0, recorded 1, scale=X X."""
+    if text == "none":
+        return 0.0
+    if text == "recorded":
+        return 1.0
+    if text.startswith("scale="):
+        try:
+            factor = float(text[len("scale="):])
+        except ValueError:
+            factor = -1.0
+        if factor >= 0:
+            return factor
+    raise argparse.ArgumentTypeError(f"--compute must be none, recorded or scale=X with X >= 0; got {text!r}")
+
+
+def _global_call(name: str):
+    """The C function ``name`` as the program would call it: through the process's global symbols, so a preloaded
+    shim's wrapper is the one called (ctypes on the library handle itself would bypass it); the library's own
+    when nothing global defines it."""
+    try:
+        return getattr(ctypes.CDLL(None), name)
+    except AttributeError:
+        return getattr(hdf5_library(), name)
+
+
+class Replayer:
+    """One rank's replay: the open objects by symbol, the buffers, and what was done."""
+
+    def __init__(self, comm, workdir: Path, program_workdir: str | None) -> None:
+        from mpi4py import MPI
+
+        self.MPI, self.comm, self.workdir, self.program_workdir = MPI, comm, workdir, program_workdir
+        self.objects: dict[str, dict[int, Any]] = {k: {} for k in ("file", "dset", "attr", "fh", "fd")}
+        self.buffers: dict[int, Any] = {}
+        self.bytes = {level: {"write": 0, "read": 0} for level in LEVELS}
+        self.calls: Counter = Counter()
+        self.not_replayed: Counter = Counter()
+        self.approximated: list[str] = []
+        self.types: list = []  # MPI datatypes made for views, freed at the end
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+    def note(self, text: str) -> None:
+        if text not in self.approximated:
+            self.approximated.append(text)
+
+    def buffer(self, size: int):
+        """A read-only byte pattern of ``size`` bytes, made once per size."""
+        import numpy as np
+
+        if size not in self.buffers:
+            self.buffers[size] = (np.arange(max(size, 1), dtype=np.uint32) % 251).astype(np.uint8)
+        return self.buffers[size]
+
+    def communicator(self, procs: int | None):
+        """The communicator of an open by ``procs`` processes: all ranks, or this one alone."""
+        if procs in (None, self.comm.size):
+            return self.comm
+        if procs == 1:
+            return self.MPI.COMM_SELF
+        raise KernelError(f"the trace opens a file on a communicator of {procs} processes, neither all "
+                          f"{self.comm.size} ranks nor one; the replay cannot tell which ranks formed it")
+
+    def path(self, event: dict[str, Any]) -> str:
+        """Where the replay opens the event's file: under --workdir, or under DIR/outside/ for a file the program
+        wrote elsewhere, or where it is for one it read elsewhere."""
+        path = event.get("path") or event["name"]
+        if not os.path.isabs(path) or path.startswith(str(self.workdir) + os.sep):
+            target = path
+        elif opens_for_writing(event):
+            target = str(self.workdir / OUTSIDE / path.lstrip(os.sep))
+            self.note(f"files the program wrote outside its output directory are written under {self.workdir / OUTSIDE}")
+        else:
+            return path
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+        return target
+
+    # -- the replay ------------------------------------------------------------------------------------------
+    def replay(self, event: dict[str, Any]) -> None:
+        op = event["op"]
+        handler = getattr(self, "_" + op.replace("MPI_File_", "mpi_"), None)
+        if not event.get("ok", True):
+            self.not_replayed["failed in the program"] += 1
+            return
+        for kind in ("file", "dset", "attr", "fh", "fd"):  # the objects the call uses must be open
+            if kind in event and kind != OPENED.get(op) and event[kind] not in self.objects[kind]:
+                self.not_replayed["on a handle the trace never saw opened"] += 1
+                return
+        if handler is None and op.startswith("MPI_File_") and direction_of(op):
+            handler = self._mpi_transfer
+        if handler is None:
+            self.not_replayed[f"{op} (not replayed by this version)"] += 1
+            return
+        handler(event)
+        self.calls[op] += 1
+        direction = direction_of(op)
+        if direction:
+            self.bytes[level_of(op)][direction] += event_bytes(event)
+
+    # HDF5 files
+    def _fapl(self, event):
+        from h5py import h5p
+
+        fapl = h5p.create(h5p.FILE_ACCESS)
+        if event.get("mpio"):
+            info = self.MPI.Info.Create()
+            fapl.set_fapl_mpio(self.communicator(event.get("procs")), info)
+            info.Free()
+        return fapl
+
+    def _H5Fcreate(self, event):
+        from h5py import h5f
+
+        path = os.fsencode(self.path(event))
+        self.objects["file"][event["file"]] = h5f.create(path, event.get("flags", h5f.ACC_TRUNC), fapl=self._fapl(event))
+
+    def _H5Fopen(self, event):
+        from h5py import h5f
+
+        path = os.fsencode(self.path(event))
+        self.objects["file"][event["file"]] = h5f.open(path, event.get("flags", h5f.ACC_RDONLY), fapl=self._fapl(event))
+
+    def _H5Fclose(self, event):
+        self._close_id("H5Fclose", self.objects["file"].pop(event["file"]))
+
+    def _H5Fflush(self, event):
+        from h5py import h5f
+
+        target = self.objects["dset"].get(event["dset"]) if "dset" in event else self.objects["file"].get(event["file"])
+        h5f.flush(target, h5f.SCOPE_LOCAL)
+
+    # HDF5 datasets and attributes
+    def _type(self, record: dict[str, Any]):
+        """An HDF5 type of the recorded class and size."""
+        import numpy as np
+        from h5py import h5t
+
+        kind, size = record["class"], record["size"]
+        if kind == "integer" and size in (1, 2, 4, 8):
+            dtype = f"<{'i' if record.get('signed', True) else 'u'}{size}"
+        elif kind == "float" and size in (2, 4, 8):
+            dtype = f"<f{size}"
+        elif kind == "string":
+            dtype = f"S{size}"
+        else:
+            dtype = f"V{size}"
+            self.note(f"{kind} types are replayed as opaque types of their size")
+        return h5t.py_create(np.dtype(dtype))
+
+    def _dcpl(self, event):
+        from h5py import h5d, h5p
+
+        dcpl = h5p.create(h5p.DATASET_CREATE)
+        if event.get("layout") == "chunked" and event.get("chunk"):
+            dcpl.set_chunk(tuple(event["chunk"]))
+        elif event.get("layout") == "compact":
+            dcpl.set_layout(h5d.COMPACT)
+        for item in event.get("filters") or []:
+            values = tuple(item.get("values") or ())
+            if item["id"] == 1:
+                dcpl.set_deflate(values[0] if values else 6)
+            elif item["id"] == 2:
+                dcpl.set_shuffle()
+            elif item["id"] == 3:
+                dcpl.set_fletcher32()
+            else:
+                dcpl.set_filter(item["id"], 0, values)
+        return dcpl
+
+    def _H5Dcreate(self, event):
+        from h5py import h5d, h5p, h5s
+
+        file = self.objects["file"][event["file"]]
+        dims = tuple(event["dims"])
+        maxdims = tuple(h5s.UNLIMITED if m < 0 else m for m in event["maxdims"]) if event.get("maxdims") else None
+        space = h5s.create_simple(dims, maxdims) if dims else h5s.create(h5s.SCALAR)
+        lcpl = h5p.create(h5p.LINK_CREATE)
+        lcpl.set_create_intermediate_group(True)
+        name = event.get("name")
+        self.objects["dset"][event["dset"]] = h5d.create(
+            file, None if name is None else name.encode(), self._type(event["type"]), space, dcpl=self._dcpl(event),
+            lcpl=None if name is None else lcpl)
+
+    def _H5Dopen(self, event):
+        from h5py import h5d
+
+        self.objects["dset"][event["dset"]] = h5d.open(self.objects["file"][event["file"]], event["name"].encode())
+
+    def _H5Dset_extent(self, event):
+        self.objects["dset"][event["dset"]].set_extent(tuple(event["dims"]))
+
+    def _close_id(self, function: str, obj) -> None:
+        """``function`` (H5Fclose, H5Dclose, H5Aclose) on an h5py id, then the id dropped without a second close.
+
+        h5py closes its ids with H5Idec_ref (``FileID.close`` too), which a shim wrapping H5Fclose and H5Dclose
+        does not see: the close, and the flushes it makes, would fall outside the program's calls."""
+        status = _global_call(function)(ctypes.c_int64(obj.id))
+        if status < 0:
+            raise KernelError(f"{function} failed (herr_t {status})")
+        obj._close()  # the id is no longer valid: h5py only forgets it
+
+    def _H5Dclose(self, event):
+        self._close_id("H5Dclose", self.objects["dset"].pop(event["dset"]))
+
+    def _select(self, space, selection: dict[str, Any]) -> None:
+        """Select the recorded file selection in ``space``."""
+        kind = selection["kind"]
+        if kind == "all":
+            space.select_all()
+        elif kind == "none":
+            space.select_none()
+        elif kind == "hyperslab":
+            space.select_hyperslab(tuple(selection["start"]), tuple(selection["count"]),
+                                   tuple(selection.get("stride") or [1] * len(selection["start"])),
+                                   tuple(selection.get("block") or [1] * len(selection["start"])))
+        else:  # blocks or points: as many elements, in C order, from the bounding box's low corner
+            import numpy as np
+
+            low, high = (np.array(corner) for corner in selection["bbox"])
+            shape = tuple(int(d) for d in high - low + 1)
+            flat = np.arange(int(selection["elements"]))
+            coords = np.stack(np.unravel_index(flat, shape), axis=1) + low
+            space.select_elements(coords.astype(np.uint64))
+            self.note(f"{kind} selections are replayed as as many points in their bounding box")
+
+    def _dataset_io(self, event, write: bool):
+        import numpy as np
+        from h5py import h5fd, h5p, h5s, h5t
+
+        dset = self.objects["dset"][event["dset"]]
+        fspace = dset.get_space()
+        self._select(fspace, event["sel"])
+        elements = fspace.get_select_npoints()
+        mtype = dset.get_type()
+        if elements and event["bytes"] != elements * mtype.get_size() and event["bytes"] % elements == 0:
+            size = event["bytes"] // elements  # the program's memory type differs from the file's
+            cls = mtype.get_class()
+            if cls in (h5t.INTEGER, h5t.FLOAT) and size in (2, 4, 8):
+                mtype = h5t.py_create(np.dtype(f"<{'f' if cls == h5t.FLOAT else 'i'}{size}"))
+            self.note("writes whose memory type differs in size from the file's use a memory type of that size")
+        mspace = h5s.create_simple((max(elements, 1),))
+        if not elements:
+            mspace.select_none()
+        dxpl = h5p.create(h5p.DATASET_XFER)
+        if event.get("xfer") == "collective":
+            dxpl.set_dxpl_mpio(h5fd.MPIO_COLLECTIVE)
+        size = max(elements, 1) * mtype.get_size()
+        if write:
+            dset.write(mspace, fspace, self.buffer(size), mtype, dxpl)
+        else:
+            dset.read(mspace, fspace, np.empty(size, dtype=np.uint8), mtype, dxpl)
+
+    def _H5Dwrite(self, event):
+        self._dataset_io(event, True)
+
+    def _H5Dread(self, event):
+        self._dataset_io(event, False)
+
+    def _H5Acreate(self, event):
+        from h5py import h5a, h5s
+
+        on = self.objects["dset"][event["dset"]] if "dset" in event else self.objects["file"][event["file"]]
+        if event.get("on_group"):
+            self.note("attributes of groups are replayed on the file's root group")
+        dims = tuple(event.get("dims") or ())
+        space = h5s.create_simple(dims) if dims else h5s.create(h5s.SCALAR)
+        self.objects["attr"][event["attr"]] = h5a.create(on, event["name"].encode(), self._type(event["type"]), space)
+
+    def _H5Awrite(self, event):
+        import numpy as np
+
+        attr = self.objects["attr"][event["attr"]]
+        attr.write(np.zeros(attr.shape, dtype=attr.dtype))
+
+    def _H5Aclose(self, event):
+        self._close_id("H5Aclose", self.objects["attr"].pop(event["attr"]))
+
+    # MPI-IO
+    def _mpi_open(self, event):
+        info = self.MPI.Info.Create()
+        for key, value in (event.get("hints") or {}).items():
+            info.Set(key, str(value))
+        try:
+            self.objects["fh"][event["fh"]] = self.MPI.File.Open(self.communicator(event.get("procs")),
+                                                                 self.path(event), event["amode"], info)
+        finally:
+            info.Free()
+
+    def _datatype(self, function: str, *args):
+        """A committed MPI datatype made by C ``function`` through ctypes (mpi4py's large-count constructors give
+        types MPICH 4.0.2's ROMIO cannot flatten in a view: iobo.stack.mpiio.byte_subarray)."""
+        MPI = self.MPI
+        handle_type = ctypes.c_uint32 if MPI._sizeof(MPI.Datatype) == 4 else ctypes.c_void_p
+        new = handle_type()
+        converted = [handle_type(a.handle) if isinstance(a, MPI.Datatype) else a for a in args]
+        status = getattr(mpi_library(), function)(*converted, ctypes.byref(new))
+        if status != 0:
+            raise KernelError(f"{function} failed (error {status}) for {args}")
+        datatype = MPI.Datatype.fromhandle(new.value)
+        datatype.Commit()
+        self.types.append(datatype)
+        return datatype
+
+    def _mpi_set_view(self, event):
+        MPI = self.MPI
+        etype_size = event.get("etype_size") or 1
+        etype = MPI.BYTE if etype_size == 1 else self._datatype("MPI_Type_contiguous", ctypes.c_int(etype_size),
+                                                                 MPI.BYTE)
+        size, extent = event.get("filetype_size") or etype_size, event.get("filetype_extent") or etype_size
+        if event.get("contiguous", size == extent):
+            filetype = etype if size == etype_size else self._datatype(
+                "MPI_Type_contiguous", ctypes.c_int(size // etype_size), etype)
+        else:
+            block = self._datatype("MPI_Type_contiguous", ctypes.c_int(size // etype_size), etype)
+            filetype = self._datatype("MPI_Type_create_resized", block, ctypes.c_ssize_t(0), ctypes.c_ssize_t(extent))
+            self.note("non-contiguous MPI-IO file views are replayed as one block of the filetype's size per extent")
+        self.objects["fh"][event["fh"]].Set_view(event.get("disp") or 0, etype, filetype)
+
+    def _mpi_transfer(self, event):
+        op = event["op"][len("MPI_File_"):]
+        method = getattr(self.objects["fh"][event["fh"]], op[0].upper() + op[1:])
+        size = event.get("bytes") or 0
+        buffer = self.buffer(size) if direction_of(event["op"]) == "write" else bytearray(size)
+        message = [buffer, size, self.MPI.BYTE]
+        result = method(event["offset"], message) if event.get("offset") is not None else method(message)
+        if op.startswith("i"):
+            result.Wait()
+            self.note("non-blocking MPI-IO calls are waited for at once")
+
+    def _mpi_sync(self, event):
+        self.objects["fh"][event["fh"]].Sync()
+
+    def _mpi_set_size(self, event):
+        self.objects["fh"][event["fh"]].Set_size(event["size"])
+
+    def _mpi_preallocate(self, event):
+        self.objects["fh"][event["fh"]].Preallocate(event["size"])
+
+    def _mpi_close(self, event):
+        self.objects["fh"].pop(event["fh"]).Close()
+
+    # POSIX
+    def _open(self, event):
+        self.objects["fd"][event["fd"]] = os.open(self.path(event), event["flags"], 0o644)
+
+    def _position(self, event) -> int:
+        """The event's descriptor, moved to the recorded position (the program's lseek calls are not traced)."""
+        fd = self.objects["fd"][event["fd"]]
+        if event.get("offset") is not None:
+            os.lseek(fd, event["offset"], os.SEEK_SET)
+        return fd
+
+    def _write(self, event):
+        os.write(self._position(event), self.buffer(event["bytes"])[:event["bytes"]])
+
+    def _pwrite(self, event):
+        os.pwrite(self.objects["fd"][event["fd"]], self.buffer(event["bytes"])[:event["bytes"]], event["offset"])
+
+    def _read(self, event):
+        os.read(self._position(event), event["bytes"])
+
+    def _pread(self, event):
+        os.pread(self.objects["fd"][event["fd"]], event["bytes"], event["offset"])
+
+    def _fsync(self, event):
+        os.fsync(self.objects["fd"][event["fd"]])
+
+    def _fdatasync(self, event):
+        os.fdatasync(self.objects["fd"][event["fd"]])
+
+    def _close(self, event):
+        os.close(self.objects["fd"].pop(event["fd"]))
+
+    def finish(self) -> None:
+        for datatype in self.types:
+            datatype.Free()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m iobo.replay.run",
+                                     description="Replay a program's I/O trace (iobo.replay) under MPI.")
+    parser.add_argument("trace", help="the trace file (iobo.replay.Trace.save)")
+    parser.add_argument("--workdir", required=True, help="the directory that stands for {workdir}")
+    parser.add_argument("--compute", type=compute_factor, default=0.0, metavar="none|recorded|scale=X",
+                        help="the computation between calls: skipped (none, the default), slept as recorded, or "
+                             "X times the recorded seconds")
+    parser.add_argument("--steps", type=int, default=None, metavar="K",
+                        help="replay the first K of the N repetitions of each repeated block")
+    args = parser.parse_args(argv)
+    if args.steps is not None and args.steps < 1:
+        parser.error(f"--steps must be at least 1; got {args.steps}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank = comm.rank
+    try:
+        trace = Trace.load(args.trace)
+        if comm.size != trace.ranks:
+            raise ConfigError(f"the trace was recorded on {trace.ranks} ranks and must be replayed on as many; "
+                              f"this run has {comm.size}: mpiexec -n {trace.ranks} python -m iobo.replay.run ...")
+        workdir = Path(args.workdir).resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+        events = trace.expand(rank, steps=args.steps, workdir=workdir)
+        traced = sum(event_bytes(e) for e in trace.expand(rank)) if args.steps else None
+        replayer = Replayer(comm, workdir, trace.workdir)
+        slept, started = 0.0, time.monotonic()
+        for event in events:
+            pause = event.get("gap_s", 0.0) * args.compute
+            if pause > 0:
+                time.sleep(pause)
+                slept += pause
+            replayer.replay(event)
+        tail = (trace.tail_gap_s[rank] if rank < len(trace.tail_gap_s) else 0.0) * args.compute
+        if tail > 0:
+            time.sleep(tail)
+            slept += tail
+        replayer.finish()
+    except Exception as exc:  # one rank failing must end every rank, not leave them in a collective call
+        print(f"iobo.replay.run: error on rank {rank}: {exc}", file=sys.stderr, flush=True)
+        comm.Abort(1)
+        return 1
+    replayed = sum(event_bytes(e) for e in events)
+    mine = {"events": len(events), "bytes": replayer.bytes, "calls": dict(replayer.calls),
+            "not_replayed": dict(replayer.not_replayed), "approximated": replayer.approximated,
+            "traced": traced if traced is not None else replayed, "replayed": replayed, "slept": slept,
+            "repeats": trace.repeats(rank)}
+    everyone = comm.gather(mine, root=0)
+    if rank == 0:
+        total_traced, total_replayed = sum(r["traced"] for r in everyone), sum(r["replayed"] for r in everyone)
+        out = {
+            "events": sum(r["events"] for r in everyone),
+            "bytes": {level: {d: sum(r["bytes"][level][d] for r in everyone) for d in ("write", "read")}
+                      for level in LEVELS},
+            "calls": dict(sum((Counter(r["calls"]) for r in everyone), Counter())),
+            "steps": {"replayed": args.steps, "of": everyone[0]["repeats"]},
+            "scale": total_traced / total_replayed if total_replayed else 1.0,
+            "compute": args.compute,
+            "compute_s": max(r["slept"] for r in everyone),
+            "seconds": time.monotonic() - started,
+            "not_replayed": dict(sum((Counter(r["not_replayed"]) for r in everyone), Counter())),
+            "approximated": sorted({a for r in everyone for a in r["approximated"]}),
+        }
+        print(json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
