@@ -76,6 +76,27 @@ def _workdir(opens: list[dict[str, Any]]) -> str | None:
     return common if common != os.sep else Counter(parents).most_common(1)[0][0]
 
 
+def _unused_opens(events: list[dict[str, Any]]) -> set[int]:
+    """Indices of POSIX opens (and their closes) of files never read, written or synced before their close: MPI's
+    shared-memory files, opened and mapped at MPI_Init (the report does not count them either)."""
+    live: dict[Any, list[int]] = {}  # fd -> [index of its open, uses]
+    unused: set[int] = set()
+    for index, event in enumerate(events):
+        op, fd = event["op"], event.get("fd")
+        if op == "open":
+            if fd in live and not live[fd][1]:
+                unused.add(live[fd][0])
+            live[fd] = [index, 0]
+        elif op == "close" and fd in live:
+            opened, uses = live.pop(fd)
+            if not uses:
+                unused.update((opened, index))
+        elif fd in live:
+            live[fd][1] += 1
+    unused.update(opened for opened, uses in live.values() if not uses)
+    return unused
+
+
 class _Symbols:
     """One rank's handles -> symbols: the k-th open of each kind, until its close."""
 
@@ -155,6 +176,7 @@ def read_raw(prefix: str | os.PathLike, workdir: str | os.PathLike | None = None
     ``<prefix>.<rank>.trace.jsonl``), symbolic, with its paths relative to ``workdir`` (default: the directory the
     program wrote its files into) and folded.
 
+    POSIX opens of files never read, written or synced (MPI's shared-memory files) are left out.
     Gaps: ``gap_s`` of an event is the time from the previous outermost call's return (the first: from the shim's
     load) to its entry, 0 below :data:`GAP_FLOOR_S`.
     """
@@ -165,6 +187,9 @@ def read_raw(prefix: str | os.PathLike, workdir: str | os.PathLike | None = None
     loaded = {rank: _read_lines(path) for rank, path in files.items()}
     headers = [header for header, _, _ in loaded.values()]
     ranks = max(header["ranks"] for header in headers)
+    for rank, (header, events, end) in loaded.items():
+        unused = _unused_opens(events)
+        loaded[rank] = (header, [e for i, e in enumerate(events) if i not in unused], end)
     opens = [e for _, events, _ in loaded.values() for e in events if e["op"] in ("H5Fcreate", "H5Fopen",
                                                                                  "MPI_File_open", "open")]
     base = os.path.abspath(os.fspath(workdir)) if workdir is not None else _workdir(opens)

@@ -318,8 +318,8 @@ class Replayer:
         self._select(fspace, event["sel"])
         elements = fspace.get_select_npoints()
         mtype = dset.get_type()
-        if elements and event["bytes"] != elements * mtype.get_size() and event["bytes"] % elements == 0:
-            size = event["bytes"] // elements  # the program's memory type differs from the file's
+        size = event.get("mem_size") or (event["bytes"] // elements if elements else mtype.get_size())
+        if elements and size != mtype.get_size():  # the program's memory type differs from the file's
             cls = mtype.get_class()
             if cls in (h5t.INTEGER, h5t.FLOAT) and size in (2, 4, 8):
                 mtype = h5t.py_create(np.dtype(f"<{'f' if cls == h5t.FLOAT else 'i'}{size}"))

@@ -114,7 +114,7 @@ def _layout(dataset: Mapping[str, Any] | None) -> str:
 
 def _text(value: Any) -> str:
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.6g}"
     return "-" if value is None else str(value)
 
 

@@ -133,3 +133,15 @@ def test_load_refuses_other_files(tmp_path):
         Trace.load(path)
     with pytest.raises(ConfigError, match="no raw trace"):
         read_raw(tmp_path / "nothing")
+
+
+def test_files_opened_and_never_used_are_left_out(tmp_path):
+    """MPI's shared-memory files (opened at MPI_Init, mapped, never read or written) are not the program's I/O:
+    left out of the events and of the choice of {workdir}."""
+    shm = {"op": "open", "fd": 0, "name": "/dev/shm/mpich_shar_tmpX", "path": "/dev/shm/mpich_shar_tmpX",
+           "flags": 66, "ok": True}
+    events = checkpoint_steps(0, 1, 2)
+    write_raw(tmp_path / "m", [[shm, {"op": "close", "fd": 0, "ok": True}, shm] + events], tmp_path / "run")
+    trace = read_raw(tmp_path / "m")
+    assert stripped(trace.expand(0)) == stripped(events)
+    assert trace.workdir == str(tmp_path / "run") and trace.outside == []
