@@ -62,7 +62,7 @@ demo: setup
 
 # LD_PRELOAD shim applying IOBO_* settings to an unmodified program (adapters/README.md),
 # one source per level (adapters/preload/common.h)
-ADAPTER_SRC  := $(addprefix adapters/preload/,common.c hdf5.c mpiio.c posix.c)
+ADAPTER_SRC  := $(addprefix adapters/preload/,common.c hdf5.c mpiio.c posix.c trace.c)
 $(ADAPTER): $(ADAPTER_SRC) adapters/preload/common.h
 	$(MPICC) -shared -fPIC -O2 -Wall -Wextra $$(pkg-config --cflags $(HDF5_PC)) -o $@ $(ADAPTER_SRC) -ldl $$(pkg-config --libs $(HDF5_PC))
 

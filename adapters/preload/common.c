@@ -51,7 +51,7 @@ __thread bool quiet __attribute__((tls_model("initial-exec")));
 
 /* This process's rank in MPI_COMM_WORLD; without MPI (not yet, or never
  * initialized) the rank the process manager gave it (PMI_RANK), else 0. */
-static int world_rank(void)
+int world_rank(void)
 {
     int initialized = 0, finalized = 0, rank = 0;
     PMPI_Initialized(&initialized);
@@ -240,7 +240,7 @@ static void parse_setting(struct setting *s)
 }
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static uint64_t start_ns; /* when the shim was loaded */
+uint64_t start_ns; /* when the shim was loaded */
 
 static void init(void)
 {
@@ -409,7 +409,7 @@ static void file_system_name(const char *path, char *out, size_t size)
 
 /* The absolute path of a file name an HDF5 or MPI-IO open was given (ROMIO's
  * "ufs:", "lustre:"... prefix removed); "" when it cannot be resolved. */
-static void absolute_path(const char *name, char *out, size_t size)
+void absolute_path(const char *name, char *out, size_t size)
 {
     const char *colon = strchr(name, ':'), *slash = strchr(name, '/');
     if (colon && colon - name > 1 && (!slash || colon < slash))
@@ -514,7 +514,7 @@ static bool executable_has_hdf5(void)
     return found;
 }
 
-static void program_path(char *out, size_t size)
+void program_path(char *out, size_t size)
 {
     ssize_t n = readlink("/proc/self/exe", out, size - 1);
     out[n > 0 ? (size_t)n : 0] = '\0';
@@ -524,7 +524,7 @@ static void program_path(char *out, size_t size)
 
 /* "dynamic" when HDF5 calls were intercepted (or a loaded library needs a
  * shared libhdf5), "static" when the executable contains HDF5, else "none". */
-static const char *hdf5_linked(uint64_t calls)
+const char *hdf5_linked(uint64_t calls)
 {
     if (calls)
         return "dynamic";
@@ -638,7 +638,7 @@ static void exit_warnings(const struct totals *t, const char *linked, const char
     }
 }
 
-static void j_raw(struct json *j, const char *text, size_t length)
+void j_raw(struct json *j, const char *text, size_t length)
 {
     if (j->used + length + 1 > j->capacity) {
         size_t capacity = 2 * (j->used + length + 1) + 4096;
@@ -653,8 +653,7 @@ static void j_raw(struct json *j, const char *text, size_t length)
     j->text[j->used] = '\0';
 }
 
-static void j_printf(struct json *j, const char *format, ...) __attribute__((format(printf, 2, 3)));
-static void j_printf(struct json *j, const char *format, ...)
+void j_printf(struct json *j, const char *format, ...)
 {
     char text[128];
     va_list args;
@@ -682,7 +681,7 @@ static void j_quoted(struct json *j, const char *s)
 }
 
 /* Start a value: the comma before it, and its key inside an object. */
-static void j_key(struct json *j, const char *key)
+void j_key(struct json *j, const char *key)
 {
     if (j->comma)
         j_raw(j, ",", 1);
@@ -718,7 +717,13 @@ void j_u64(struct json *j, const char *key, uint64_t value)
     j_printf(j, "%" PRIu64, value);
 }
 
-static void j_seconds(struct json *j, const char *key, uint64_t nanoseconds)
+void j_i64(struct json *j, const char *key, int64_t value)
+{
+    j_key(j, key);
+    j_printf(j, "%" PRId64, value);
+}
+
+void j_seconds(struct json *j, const char *key, uint64_t nanoseconds)
 {
     j_key(j, key);
     j_printf(j, "%.9f", (double)nanoseconds / 1e9);
@@ -926,7 +931,7 @@ static bool finished; /* the exit work is done (once per process) */
  * MPI, or made HDF5 calls, or opened a file with MPI-IO. Every other process
  * that loads the shim stays silent: mpiexec and its proxies, and the shells
  * and tools of a job script that exports LD_PRELOAD. */
-static bool took_part(void)
+bool took_part(void)
 {
     int initialized = 0;
     PMPI_Initialized(&initialized);
@@ -972,6 +977,7 @@ int MPI_Finalize(void)
 
     int status = real();
     /* after the real MPI_Finalize: HDF5 closes files left open there */
+    trace_finish(rank, ranks, hdf5_linked(load(&hdf5_calls)));
     if (report_prefix[0])
         write_report(rank, ranks, true, hdf5_linked(load(&hdf5_calls)), program);
     return status;
@@ -985,6 +991,14 @@ __attribute__((destructor)) static void unloading(void)
         return;
     finished = true;
     ensure_init();
+    int initialized = 0, finalized = 0, ranks = 1;
+    PMPI_Initialized(&initialized);
+    PMPI_Finalized(&finalized);
+    if (initialized && !finalized)
+        PMPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    else if (getenv("PMI_SIZE"))
+        ranks = atoi(getenv("PMI_SIZE"));
+    trace_finish(world_rank(), ranks, hdf5_linked(load(&hdf5_calls)));
     if (!anything_requested() && !report_prefix[0])
         return;
     struct totals local;
@@ -994,14 +1008,6 @@ __attribute__((destructor)) static void unloading(void)
     const char *linked = hdf5_linked(local.hdf5_calls);
     int rank = world_rank();
     exit_warnings(&local, linked, program, rank == 0);
-    if (report_prefix[0]) {
-        int initialized = 0, finalized = 0, ranks = 1;
-        PMPI_Initialized(&initialized);
-        PMPI_Finalized(&finalized);
-        if (initialized && !finalized)
-            PMPI_Comm_size(MPI_COMM_WORLD, &ranks);
-        else if (getenv("PMI_SIZE"))
-            ranks = atoi(getenv("PMI_SIZE"));
+    if (report_prefix[0])
         write_report(rank, ranks, false, linked, program);
-    }
 }

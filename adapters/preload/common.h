@@ -328,8 +328,61 @@ void j_string(struct json *j, const char *key, const char *value);
 void j_u64(struct json *j, const char *key, uint64_t value);
 void j_bool(struct json *j, const char *key, bool value);
 
+void j_i64(struct json *j, const char *key, int64_t value);
+void j_seconds(struct json *j, const char *key, uint64_t nanoseconds);
+void j_key(struct json *j, const char *key);
+void j_raw(struct json *j, const char *text, size_t length);
+void j_printf(struct json *j, const char *format, ...) __attribute__((format(printf, 2, 3)));
+
 /* The report's "datasets", "datasets_created" and "transfer" (hdf5.c). */
 void report_datasets(struct json *j);
+
+/* ------------------------------------------------------------------------ */
+/* the process, for the report and the trace (common.c)                      */
+
+extern uint64_t start_ns; /* when the shim was loaded */
+
+/* Rank in MPI_COMM_WORLD; before MPI_Init or after MPI_Finalize, PMI_RANK, else 0. */
+int world_rank(void);
+
+/* Whether this process takes part (initialized MPI, called HDF5, opened a file with MPI-IO). */
+bool took_part(void);
+
+/* The executable's path. */
+void program_path(char *out, size_t size);
+
+/* "dynamic", "static" or "none": how the program has HDF5, given the HDF5 calls intercepted. */
+const char *hdf5_linked(uint64_t calls);
+
+/* The absolute path of a file name as an HDF5 or MPI-IO open was given it; "" when unresolved. */
+void absolute_path(const char *name, char *out, size_t size);
+
+/* ------------------------------------------------------------------------ */
+/* the trace (trace.c): with IOBO_PRELOAD_TRACE=prefix, every outermost I/O   */
+/* call as one JSON line in prefix.<rank>.trace.jsonl                         */
+
+/* Whether IOBO_PRELOAD_TRACE asks for a trace. */
+bool trace_active(void);
+
+/* A line for the call `op` started at `t0` (phase_enter's value: 0 when the
+ * call is not the outermost); NULL when there is nothing to record. The
+ * caller adds the call's fields, then trace_done. */
+struct json *trace_start(const char *op, uint64_t t0);
+
+/* End the line (t0, t1 now, ok) and write it. */
+void trace_done(struct json *j, uint64_t t0, bool ok);
+
+/* The same for a call that ended at `t1` (ns, CLOCK_MONOTONIC). */
+void trace_done_at(struct json *j, uint64_t t0, uint64_t t1, bool ok);
+
+/* Something the shim saw but cannot record (once per text), for the end line. */
+void trace_unwrapped(const char *what);
+
+/* At MPI_Finalize or exit: the end line, then the file is complete. */
+void trace_finish(int rank, int ranks, const char *linked);
+
+/* A handle list as a JSON array of integers (dims, starts...). */
+void j_dims(struct json *j, const char *key, int rank, const hsize_t *values, bool unlimited_as_minus_one);
 
 #pragma GCC visibility pop
 

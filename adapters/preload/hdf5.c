@@ -341,6 +341,256 @@ static void after_file_open(const char *call, const char *name, hid_t file, hid_
             line.used ? line.text : "nothing to apply");
 }
 
+
+/* ------------------------------------------------------------------------ */
+/* the trace: what a replay needs of each outermost HDF5 call                */
+
+static const char *type_class_name(H5T_class_t c)
+{
+    switch (c) {
+    case H5T_INTEGER: return "integer";
+    case H5T_FLOAT: return "float";
+    case H5T_STRING: return "string";
+    case H5T_COMPOUND: return "compound";
+    case H5T_OPAQUE: return "opaque";
+    case H5T_ENUM: return "enum";
+    case H5T_ARRAY: return "array";
+    case H5T_BITFIELD: return "bitfield";
+    case H5T_REFERENCE: return "reference";
+    case H5T_VLEN: return "vlen";
+    case H5T_TIME: return "time";
+    default: return "unknown";
+    }
+}
+
+static void trace_type(struct json *j, hid_t type)
+{
+    H5T_class_t c = H5T_NO_CLASS;
+    size_t size = 0;
+    H5T_sign_t sign = H5T_SGN_ERROR;
+    H5E_BEGIN_TRY {
+        c = H5Tget_class(type);
+        size = H5Tget_size(type);
+        if (c == H5T_INTEGER)
+            sign = H5Tget_sign(type);
+    } H5E_END_TRY;
+    j_open(j, "type", "{");
+    j_string(j, "class", type_class_name(c));
+    j_u64(j, "size", size);
+    if (c == H5T_INTEGER)
+        j_bool(j, "signed", sign == H5T_SGN_2);
+    j_close(j, "}");
+}
+
+/* "dims" and "maxdims" (-1: unlimited) of a simple dataspace. */
+static void trace_extent(struct json *j, hid_t space)
+{
+    hsize_t dims[H5S_MAX_RANK], maxdims[H5S_MAX_RANK];
+    int rank = -1;
+    H5E_BEGIN_TRY { rank = H5Sget_simple_extent_dims(space, dims, maxdims); } H5E_END_TRY;
+    if (rank < 0)
+        rank = 0;
+    j_dims(j, "dims", rank, dims, false);
+    j_dims(j, "maxdims", rank, maxdims, true);
+}
+
+/* What the program's own creation list asks: layout, chunk, filters. */
+static void trace_dcpl(struct json *j, hid_t dcpl)
+{
+    H5D_layout_t layout = H5D_CONTIGUOUS;
+    hsize_t chunk[H5S_MAX_RANK];
+    int chunk_rank = -1, nfilters = 0;
+    H5E_BEGIN_TRY {
+        if (dcpl != H5P_DEFAULT && dcpl != H5P_DATASET_CREATE_DEFAULT) {
+            layout = H5Pget_layout(dcpl);
+            if (layout == H5D_CHUNKED)
+                chunk_rank = H5Pget_chunk(dcpl, H5S_MAX_RANK, chunk);
+            nfilters = H5Pget_nfilters(dcpl);
+        }
+    } H5E_END_TRY;
+    j_string(j, "layout", layout == H5D_CHUNKED ? "chunked" : layout == H5D_COMPACT ? "compact" : "contiguous");
+    if (chunk_rank > 0)
+        j_dims(j, "chunk", chunk_rank, chunk, false);
+    else {
+        j_key(j, "chunk");
+        j_raw(j, "null", 4);
+    }
+    j_open(j, "filters", "[");
+    for (int i = 0; i < nfilters; i++) {
+        unsigned flags = 0, config = 0, values[8];
+        size_t nvalues = 8;
+        char filter_name[64] = "";
+        H5Z_filter_t id = -1;
+        H5E_BEGIN_TRY {
+            id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &nvalues, values, sizeof filter_name, filter_name, &config);
+        } H5E_END_TRY;
+        j_open(j, NULL, "{");
+        j_i64(j, "id", id);
+        j_string(j, "name", id == H5Z_FILTER_DEFLATE ? "deflate" : id == H5Z_FILTER_SHUFFLE ? "shuffle"
+                          : id == H5Z_FILTER_FLETCHER32 ? "fletcher32" : id == H5Z_FILTER_SZIP ? "szip"
+                          : id == H5Z_FILTER_NBIT ? "nbit" : id == H5Z_FILTER_SCALEOFFSET ? "scaleoffset"
+                          : filter_name);
+        j_open(j, "values", "[");
+        for (size_t v = 0; v < nvalues && v < 8; v++)
+            j_u64(j, NULL, values[v]);
+        j_close(j, "]");
+        j_close(j, "}");
+    }
+    j_close(j, "]");
+}
+
+static void trace_bounds(struct json *j, hid_t space)
+{
+    hsize_t lo[H5S_MAX_RANK], hi[H5S_MAX_RANK];
+    int rank = H5Sget_simple_extent_ndims(space);
+    j_open(j, "bbox", "[");
+    if (rank > 0 && H5Sget_select_bounds(space, lo, hi) >= 0) {
+        j_dims(j, NULL, rank, lo, false);
+        j_dims(j, NULL, rank, hi, false);
+    }
+    j_close(j, "]");
+}
+
+/* The file selection of a transfer: all, none, a regular hyperslab, blocks or points. */
+static void trace_selection(struct json *j, hid_t file_space)
+{
+    j_open(j, "sel", "{");
+    H5S_sel_type kind = H5S_SEL_ALL;
+    if (file_space != H5S_ALL) {
+        H5E_BEGIN_TRY { kind = H5Sget_select_type(file_space); } H5E_END_TRY;
+    }
+    H5E_BEGIN_TRY {
+        if (kind == H5S_SEL_NONE)
+            j_string(j, "kind", "none");
+        else if (kind == H5S_SEL_POINTS) {
+            j_string(j, "kind", "points");
+            j_i64(j, "elements", H5Sget_select_npoints(file_space));
+            trace_bounds(j, file_space);
+        } else if (kind == H5S_SEL_HYPERSLABS) {
+            hsize_t start[H5S_MAX_RANK], stride[H5S_MAX_RANK], count[H5S_MAX_RANK], block[H5S_MAX_RANK];
+            int rank = H5Sget_simple_extent_ndims(file_space);
+            if (H5Sis_regular_hyperslab(file_space) > 0 &&
+                H5Sget_regular_hyperslab(file_space, start, stride, count, block) >= 0) {
+                j_string(j, "kind", "hyperslab");
+                j_dims(j, "start", rank, start, false);
+                j_dims(j, "stride", rank, stride, false);
+                j_dims(j, "count", rank, count, false);
+                j_dims(j, "block", rank, block, false);
+            } else {
+                j_string(j, "kind", "blocks");
+                j_i64(j, "n", H5Sget_select_hyper_nblocks(file_space));
+                j_i64(j, "elements", H5Sget_select_npoints(file_space));
+                trace_bounds(j, file_space);
+            }
+        } else
+            j_string(j, "kind", "all");
+    } H5E_END_TRY;
+    j_close(j, "}");
+}
+
+/* The transfer mode the program's own list asks for (before the shim changes it). */
+static const char *program_xfer(hid_t plist)
+{
+    H5FD_mpio_xfer_t mode = H5FD_MPIO_INDEPENDENT;
+    if (plist != H5P_DEFAULT && plist != H5P_DATASET_XFER_DEFAULT) {
+        H5E_BEGIN_TRY { H5Pget_dxpl_mpio(plist, &mode); } H5E_END_TRY;
+    }
+    return mode == H5FD_MPIO_COLLECTIVE ? "collective" : "independent";
+}
+
+/* An HDF5 object's name ("/g/d"), or null when it has none. */
+static void trace_name(struct json *j, const char *key, hid_t object)
+{
+    char name[NAME_CHARS] = "";
+    ssize_t n = -1;
+    H5E_BEGIN_TRY { n = H5Iget_name(object, name, sizeof name); } H5E_END_TRY;
+    if (n > 0)
+        j_string(j, key, name);
+    else {
+        j_key(j, key);
+        j_raw(j, "null", 4);
+    }
+}
+
+/* A file open: its id, name, absolute path, flags, driver and how many processes share it. */
+static void trace_file_open(const char *op, uint64_t phase, const char *name, unsigned flags, hid_t fapl, hid_t file)
+{
+    struct json *j = trace_start(op, phase);
+    if (!j)
+        return;
+    char path[NAME_CHARS] = "";
+    if (name)
+        absolute_path(name, path, sizeof path);
+    bool mpio = uses_mpio(fapl);
+    int procs = 1;
+    if (mpio) {
+        MPI_Comm comm = MPI_COMM_NULL;
+        MPI_Info info = MPI_INFO_NULL;
+        herr_t got = -1;
+        H5E_BEGIN_TRY { got = H5Pget_fapl_mpio(fapl, &comm, &info); } H5E_END_TRY;
+        if (got >= 0 && comm != MPI_COMM_NULL) {
+            PMPI_Comm_size(comm, &procs);
+            PMPI_Comm_free(&comm);
+        }
+        if (got >= 0 && info != MPI_INFO_NULL)
+            PMPI_Info_free(&info);
+    }
+    j_i64(j, "file", file);
+    j_string(j, "name", name ? name : "");
+    j_string(j, "path", path);
+    j_u64(j, "flags", flags);
+    j_bool(j, "mpio", mpio);
+    j_u64(j, "procs", (uint64_t)procs);
+    trace_done(j, phase, file >= 0);
+}
+
+/* A call on one object: {"<key>": id}. */
+static void trace_handle(const char *op, uint64_t phase, const char *key, hid_t id, bool ok)
+{
+    struct json *j = trace_start(op, phase);
+    if (!j)
+        return;
+    j_i64(j, key, id);
+    trace_done(j, phase, ok);
+}
+
+static void trace_dataset_create(const char *api, uint64_t phase, hid_t loc_id, hid_t dataset, bool named,
+                                 hid_t type_id, hid_t space_id, hid_t dcpl_id)
+{
+    struct json *j = trace_start("H5Dcreate", phase);
+    if (!j)
+        return;
+    j_i64(j, "dset", dataset);
+    j_i64(j, "loc", loc_id);
+    if (named && dataset >= 0)
+        trace_name(j, "name", dataset);
+    else {
+        j_key(j, "name");
+        j_raw(j, "null", 4);
+    }
+    j_string(j, "api", api);
+    trace_type(j, type_id);
+    trace_extent(j, space_id);
+    trace_dcpl(j, dcpl_id);
+    trace_done(j, phase, dataset >= 0);
+}
+
+static void trace_transfer(const char *op, uint64_t phase, hid_t dset_id, hid_t mem_type_id, hid_t file_space_id,
+                           const char *xfer, uint64_t bytes, bool ok)
+{
+    struct json *j = trace_start(op, phase);
+    if (!j)
+        return;
+    size_t itemsize = 0;
+    H5E_BEGIN_TRY { itemsize = H5Tget_size(mem_type_id); } H5E_END_TRY;
+    j_i64(j, "dset", dset_id);
+    j_u64(j, "bytes", bytes);
+    j_u64(j, "mem_size", itemsize);
+    trace_selection(j, file_space_id);
+    j_string(j, "xfer", xfer);
+    trace_done(j, phase, ok);
+}
+
 hid_t H5Fcreate(const char *name, unsigned flags, hid_t fcpl_id, hid_t fapl_id)
 {
     ensure_init();
@@ -353,6 +603,7 @@ hid_t H5Fcreate(const char *name, unsigned flags, hid_t fcpl_id, hid_t fapl_id)
     uint64_t opened = now_ns(), phase = phase_enter();
     hid_t file = real(name, flags, fcpl_id, fapl);
     phase_leave(PHASE_HDF5, phase);
+    trace_file_open("H5Fcreate", phase, name, flags, fapl_id, file);
     if (file >= 0)
         after_file_open("H5Fcreate", name, file, fapl, acted, opened);
     if (copied)
@@ -372,6 +623,7 @@ hid_t H5Fopen(const char *name, unsigned flags, hid_t fapl_id)
     uint64_t opened = now_ns(), phase = phase_enter();
     hid_t file = real(name, flags, fapl);
     phase_leave(PHASE_HDF5, phase);
+    trace_file_open("H5Fopen", phase, name, flags, fapl_id, file);
     if (file >= 0)
         after_file_open("H5Fopen", name, file, fapl, acted, opened);
     if (copied)
@@ -392,32 +644,165 @@ herr_t H5Fclose(hid_t file_id)
     uint64_t phase = phase_enter();
     herr_t status = real(file_id);
     phase_leave(PHASE_HDF5, phase);
+    trace_handle("H5Fclose", phase, "file", file_id, status >= 0);
     if (status >= 0 && known)
         record_close(entry.record);
     return status;
 }
 
-/* Calls that change nothing and count in the I/O phases only: flushes, opens
- * and closes of datasets (a chunked dataset's cache is written at H5Dclose). */
-#define HDF5_PHASE_WRAPPER(name, type, failed, PARAMS, ARGS) \
-    typedef type(*name##_fn) PARAMS;                          \
-    static name##_fn real_##name;                             \
-    type name PARAMS                                          \
-    {                                                         \
-        name##_fn real = REAL(name);                          \
-        if (!real)                                            \
-            return failed;                                    \
-        add(&hdf5_calls, 1);                                  \
-        uint64_t phase = phase_enter();                       \
-        type result = real ARGS;                              \
-        phase_leave(PHASE_HDF5, phase);                       \
-        return result;                                        \
-    }
+/* Calls that change nothing: they count in the I/O phases (a chunked
+ * dataset's cache is written at H5Dclose) and are traced. */
+typedef herr_t (*H5Fflush_fn)(hid_t, H5F_scope_t);
+typedef hid_t (*H5Dopen2_fn)(hid_t, const char *, hid_t);
+typedef herr_t (*H5Dclose_fn)(hid_t);
+typedef herr_t (*H5Dset_extent_fn)(hid_t, const hsize_t *);
+typedef hid_t (*H5Acreate2_fn)(hid_t, const char *, hid_t, hid_t, hid_t, hid_t);
+typedef herr_t (*H5Awrite_fn)(hid_t, hid_t, const void *);
+typedef herr_t (*H5Aclose_fn)(hid_t);
+static H5Fflush_fn real_H5Fflush;
+static H5Dopen2_fn real_H5Dopen2;
+static H5Dclose_fn real_H5Dclose;
+static H5Dset_extent_fn real_H5Dset_extent;
+static H5Acreate2_fn real_H5Acreate2;
+static H5Awrite_fn real_H5Awrite;
+static H5Aclose_fn real_H5Aclose;
 
-HDF5_PHASE_WRAPPER(H5Fflush, herr_t, -1, (hid_t object_id, H5F_scope_t scope), (object_id, scope))
-HDF5_PHASE_WRAPPER(H5Dopen2, hid_t, H5I_INVALID_HID, (hid_t loc_id, const char *name, hid_t dapl_id),
-                   (loc_id, name, dapl_id))
-HDF5_PHASE_WRAPPER(H5Dclose, herr_t, -1, (hid_t dset_id), (dset_id))
+herr_t H5Fflush(hid_t object_id, H5F_scope_t scope)
+{
+    H5Fflush_fn real = REAL(H5Fflush);
+    if (!real)
+        return -1;
+    add(&hdf5_calls, 1);
+    uint64_t phase = phase_enter();
+    herr_t status = real(object_id, scope);
+    phase_leave(PHASE_HDF5, phase);
+    trace_handle("H5Fflush", phase, "obj", object_id, status >= 0);
+    return status;
+}
+
+hid_t H5Dopen2(hid_t loc_id, const char *name, hid_t dapl_id)
+{
+    H5Dopen2_fn real = REAL(H5Dopen2);
+    if (!real)
+        return H5I_INVALID_HID;
+    add(&hdf5_calls, 1);
+    uint64_t phase = phase_enter();
+    hid_t dataset = real(loc_id, name, dapl_id);
+    phase_leave(PHASE_HDF5, phase);
+    struct json *j = trace_start("H5Dopen", phase);
+    if (j) {
+        j_i64(j, "dset", dataset);
+        j_i64(j, "loc", loc_id);
+        if (dataset >= 0)
+            trace_name(j, "name", dataset);
+        else
+            j_string(j, "name", name ? name : "");
+        trace_done(j, phase, dataset >= 0);
+    }
+    return dataset;
+}
+
+herr_t H5Dclose(hid_t dset_id)
+{
+    H5Dclose_fn real = REAL(H5Dclose);
+    if (!real)
+        return -1;
+    add(&hdf5_calls, 1);
+    uint64_t phase = phase_enter();
+    herr_t status = real(dset_id);
+    phase_leave(PHASE_HDF5, phase);
+    trace_handle("H5Dclose", phase, "dset", dset_id, status >= 0);
+    return status;
+}
+
+herr_t H5Dset_extent(hid_t dset_id, const hsize_t size[])
+{
+    H5Dset_extent_fn real = REAL(H5Dset_extent);
+    if (!real)
+        return -1;
+    add(&hdf5_calls, 1);
+    int rank = -1;
+    H5E_BEGIN_TRY {
+        hid_t space = H5Dget_space(dset_id);
+        if (space >= 0) {
+            rank = H5Sget_simple_extent_ndims(space);
+            H5Sclose(space);
+        }
+    } H5E_END_TRY;
+    uint64_t phase = phase_enter();
+    herr_t status = real(dset_id, size);
+    phase_leave(PHASE_HDF5, phase);
+    struct json *j = trace_start("H5Dset_extent", phase);
+    if (j) {
+        j_i64(j, "dset", dset_id);
+        j_dims(j, "dims", rank > 0 ? rank : 0, size, false);
+        trace_done(j, phase, status >= 0);
+    }
+    return status;
+}
+
+hid_t H5Acreate2(hid_t loc_id, const char *attr_name, hid_t type_id, hid_t space_id, hid_t acpl_id, hid_t aapl_id)
+{
+    H5Acreate2_fn real = REAL(H5Acreate2);
+    if (!real)
+        return H5I_INVALID_HID;
+    add(&hdf5_calls, 1);
+    uint64_t phase = phase_enter();
+    hid_t attr = real(loc_id, attr_name, type_id, space_id, acpl_id, aapl_id);
+    phase_leave(PHASE_HDF5, phase);
+    struct json *j = trace_start("H5Acreate", phase);
+    if (j) {
+        j_i64(j, "attr", attr);
+        j_i64(j, "loc", loc_id);
+        trace_name(j, "loc_name", loc_id);
+        j_string(j, "name", attr_name ? attr_name : "");
+        trace_type(j, type_id);
+        trace_extent(j, space_id);
+        trace_done(j, phase, attr >= 0);
+    }
+    return attr;
+}
+
+herr_t H5Awrite(hid_t attr_id, hid_t mem_type_id, const void *buf)
+{
+    H5Awrite_fn real = REAL(H5Awrite);
+    if (!real)
+        return -1;
+    add(&hdf5_calls, 1);
+    uint64_t phase = phase_enter();
+    herr_t status = real(attr_id, mem_type_id, buf);
+    phase_leave(PHASE_HDF5, phase);
+    struct json *j = trace_start("H5Awrite", phase);
+    if (j) {
+        hssize_t points = 0;
+        size_t itemsize = 0;
+        H5E_BEGIN_TRY {
+            hid_t space = H5Aget_space(attr_id);
+            if (space >= 0) {
+                points = H5Sget_simple_extent_npoints(space);
+                H5Sclose(space);
+            }
+            itemsize = H5Tget_size(mem_type_id);
+        } H5E_END_TRY;
+        j_i64(j, "attr", attr_id);
+        j_u64(j, "bytes", points > 0 ? (uint64_t)points * itemsize : 0);
+        trace_done(j, phase, status >= 0);
+    }
+    return status;
+}
+
+herr_t H5Aclose(hid_t attr_id)
+{
+    H5Aclose_fn real = REAL(H5Aclose);
+    if (!real)
+        return -1;
+    add(&hdf5_calls, 1);
+    uint64_t phase = phase_enter();
+    herr_t status = real(attr_id);
+    phase_leave(PHASE_HDF5, phase);
+    trace_handle("H5Aclose", phase, "attr", attr_id, status >= 0);
+    return status;
+}
 
 /* ------------------------------------------------------------------------ */
 /* H5Dcreate2 / H5Dcreate1 / H5Dcreate_anon: chunked layout                  */
@@ -621,6 +1006,7 @@ hid_t H5Dcreate2(hid_t loc_id, const char *name, hid_t type_id, hid_t space_id, 
     uint64_t phase = phase_enter();
     hid_t dataset = real(loc_id, name, type_id, space_id, lcpl_id, plan.dcpl >= 0 ? plan.dcpl : dcpl_id, dapl_id);
     phase_leave(PHASE_HDF5, phase);
+    trace_dataset_create("2", phase, loc_id, dataset, true, type_id, space_id, dcpl_id);
     if (dataset >= 0)
         after_dataset_create("H5Dcreate2", loc_id, dataset, name ? name : "?", &plan);
     if (plan.dcpl >= 0)
@@ -641,6 +1027,7 @@ hid_t H5Dcreate1(hid_t loc_id, const char *name, hid_t type_id, hid_t space_id, 
     uint64_t phase = phase_enter();
     hid_t dataset = real(loc_id, name, type_id, space_id, plan.dcpl >= 0 ? plan.dcpl : dcpl_id);
     phase_leave(PHASE_HDF5, phase);
+    trace_dataset_create("1", phase, loc_id, dataset, true, type_id, space_id, dcpl_id);
     if (dataset >= 0)
         after_dataset_create("H5Dcreate1", loc_id, dataset, name ? name : "?", &plan);
     if (plan.dcpl >= 0)
@@ -661,6 +1048,7 @@ hid_t H5Dcreate_anon(hid_t loc_id, hid_t type_id, hid_t space_id, hid_t dcpl_id,
     uint64_t phase = phase_enter();
     hid_t dataset = real(loc_id, type_id, space_id, plan.dcpl >= 0 ? plan.dcpl : dcpl_id, dapl_id);
     phase_leave(PHASE_HDF5, phase);
+    trace_dataset_create("anon", phase, loc_id, dataset, false, type_id, space_id, dcpl_id);
     if (dataset >= 0)
         after_dataset_create("H5Dcreate_anon", loc_id, dataset, NULL, &plan);
     if (plan.dcpl >= 0)
@@ -841,6 +1229,9 @@ herr_t H5Dwrite(hid_t dset_id, hid_t mem_type_id, hid_t mem_space_id, hid_t file
     if (restore) {
         H5E_BEGIN_TRY { H5Pset_dxpl_mpio(plist_id, previous); } H5E_END_TRY;
     }
+    if (phase) /* the program's own list, as it was before and is again */
+        trace_transfer("H5Dwrite", phase, dset_id, mem_type_id, file_space_id, program_xfer(plist_id), bytes,
+                       status >= 0);
     return status;
 }
 
@@ -860,6 +1251,9 @@ herr_t H5Dread(hid_t dset_id, hid_t mem_type_id, hid_t mem_space_id, hid_t file_
         account(HDF5_LEVEL, READ, bytes, elapsed);
         tally_io_mode(READ, plist_id);
     }
+    if (phase)
+        trace_transfer("H5Dread", phase, dset_id, mem_type_id, file_space_id, program_xfer(plist_id), bytes,
+                       status >= 0);
     return status;
 }
 

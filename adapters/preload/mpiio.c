@@ -184,6 +184,90 @@ static void check_hints(const bool *acted, const char *hints, size_t size, int p
     }
 }
 
+/* The trace's name of an open file: the handle's value, stable while it is open. */
+static uint64_t handle_id(MPI_File fh)
+{
+    return (uint64_t)(uintptr_t)fh;
+}
+
+static void trace_transfer(const char *op, uint64_t phase, MPI_File fh, int64_t offset, MPI_Count count,
+                           MPI_Datatype datatype, bool collective, bool ok)
+{
+    struct json *j = trace_start(op, phase);
+    if (!j)
+        return;
+    MPI_Count size = 0;
+    PMPI_Type_size_x(datatype, &size);
+    j_u64(j, "fh", handle_id(fh));
+    if (offset >= 0)
+        j_i64(j, "offset", offset);
+    else {
+        j_key(j, "offset");
+        j_raw(j, "null", 4);
+    }
+    j_u64(j, "bytes", count > 0 && size > 0 ? (uint64_t)count * (uint64_t)size : 0);
+    j_bool(j, "collective", collective);
+    trace_done(j, phase, ok);
+}
+
+/* A call on an open file, with a size (set_size, preallocate) or none (-1). */
+static void trace_handle(const char *op, uint64_t phase, MPI_File fh, int64_t size, bool ok)
+{
+    struct json *j = trace_start(op, phase);
+    if (!j)
+        return;
+    j_u64(j, "fh", handle_id(fh));
+    if (size >= 0)
+        j_i64(j, "size", size);
+    trace_done(j, phase, ok);
+}
+
+static void trace_open(uint64_t phase, MPI_File fh, const char *filename, int amode, int processes, MPI_Info info)
+{
+    struct json *j = trace_start("MPI_File_open", phase);
+    if (!j)
+        return;
+    char path[NAME_CHARS] = "";
+    if (filename)
+        absolute_path(filename, path, sizeof path);
+    j_u64(j, "fh", handle_id(fh));
+    j_string(j, "name", filename ? filename : "");
+    j_string(j, "path", path);
+    j_i64(j, "amode", amode);
+    j_i64(j, "procs", processes);
+    j_open(j, "hints", "{");
+    int nkeys = 0;
+    if (info != MPI_INFO_NULL)
+        PMPI_Info_get_nkeys(info, &nkeys);
+    for (int k = 0; k < nkeys; k++) {
+        char key[MPI_MAX_INFO_KEY + 1], value[MPI_MAX_INFO_VAL + 1];
+        int flag = 0;
+        if (PMPI_Info_get_nthkey(info, k, key) == MPI_SUCCESS &&
+            PMPI_Info_get(info, key, MPI_MAX_INFO_VAL, value, &flag) == MPI_SUCCESS && flag)
+            j_string(j, key, value);
+    }
+    j_close(j, "}");
+    trace_done(j, phase, true);
+}
+
+static void trace_view(uint64_t phase, MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype, bool ok)
+{
+    struct json *j = trace_start("MPI_File_set_view", phase);
+    if (!j)
+        return;
+    MPI_Count etype_size = 0, filetype_size = 0, lb = 0, extent = 0;
+    PMPI_Type_size_x(etype, &etype_size);
+    PMPI_Type_size_x(filetype, &filetype_size);
+    PMPI_Type_get_extent_x(filetype, &lb, &extent);
+    j_u64(j, "fh", handle_id(fh));
+    j_i64(j, "disp", disp);
+    j_i64(j, "etype_size", etype_size);
+    j_i64(j, "filetype_size", filetype_size);
+    j_i64(j, "filetype_extent", extent);
+    j_bool(j, "contiguous", filetype_size == extent);
+    trace_done(j, phase, ok);
+}
+
 /*
  * iobo's hints win over the program's: a key the program also set is
  * replaced (the verbose line names the program's value). ROMIO itself ranks
@@ -220,6 +304,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     int processes = 0;
     PMPI_Comm_size(comm, &processes);
     check_hints(acted, hints, size, processes, label, "", &line);
+    trace_open(phase, *fh, filename, amode, processes, info);
 
     pthread_mutex_lock(&records_lock);
     long record = record_for(MPIIO_LEVEL, label);
@@ -269,6 +354,7 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
         uint64_t phase = phase_enter();
         int status = real(fh, disp, etype, filetype, datarep, info);
         phase_leave(PHASE_MPIIO, phase);
+        trace_view(phase, fh, disp, etype, filetype, status == MPI_SUCCESS);
         return status;
     }
     bool duplicated = false, acted[N_SETTINGS] = {false};
@@ -277,6 +363,7 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
     uint64_t phase = phase_enter();
     int status = real(fh, disp, etype, filetype, datarep, tuned);
     phase_leave(PHASE_MPIIO, phase);
+    trace_view(phase, fh, disp, etype, filetype, status == MPI_SUCCESS);
     if (duplicated)
         PMPI_Info_free(&tuned);
     return status;
@@ -348,6 +435,7 @@ int MPI_File_close(MPI_File *fh)
     uint64_t phase = phase_enter();
     int status = real(fh);
     phase_leave(PHASE_MPIIO, phase);
+    trace_handle("MPI_File_close", phase, handle, -1, status == MPI_SUCCESS);
     if (status == MPI_SUCCESS)
         record_close(record);
     return status;
@@ -371,7 +459,7 @@ static inline void account_mpiio(enum direction direction, bool collective, MPI_
  * (count x datatype size) and the seconds inside the call counted on success.
  * Non-blocking and split-collective calls count at their start (their
  * seconds are the initiation only). */
-#define MPIIO_WRAPPER(name, direction, collective, PARAMS, ARGS)                   \
+#define MPIIO_WRAPPER(name, direction, collective, PARAMS, ARGS, OFFSET)           \
     typedef int(*name##_fn) PARAMS;                                                \
     static name##_fn real_##name;                                                  \
     int name PARAMS                                                                \
@@ -384,6 +472,9 @@ static inline void account_mpiio(enum direction direction, bool collective, MPI_
         phase_leave(PHASE_MPIIO, phase);                                           \
         if (status == MPI_SUCCESS)                                                 \
             account_mpiio(direction, collective, count, datatype, now_ns() - start); \
+        if (phase)                                                                 \
+            trace_transfer(#name, phase, fh, (int64_t)(OFFSET), (MPI_Count)count, datatype, collective, \
+                           status == MPI_SUCCESS);                                 \
         return status;                                                             \
     }
 
@@ -397,58 +488,55 @@ static inline void account_mpiio(enum direction direction, bool collective, MPI_
 #define AT_BEGIN_ARGS (fh, offset, buf, count, datatype)
 
 /* the MPI-3 calls (int count) and their MPI-4 large-count twins (_c) */
-#define MPIIO_FAMILY(suffix, COUNT)                                                                              \
-    MPIIO_WRAPPER(MPI_File_write##suffix, WRITE, false, PLAIN(const void *, COUNT, MPI_Status *), PLAIN_ARGS)    \
-    MPIIO_WRAPPER(MPI_File_write_all##suffix, WRITE, true, PLAIN(const void *, COUNT, MPI_Status *), PLAIN_ARGS) \
-    MPIIO_WRAPPER(MPI_File_write_shared##suffix, WRITE, false, PLAIN(const void *, COUNT, MPI_Status *),         \
-                  PLAIN_ARGS)                                                                                    \
-    MPIIO_WRAPPER(MPI_File_write_ordered##suffix, WRITE, true, PLAIN(const void *, COUNT, MPI_Status *),         \
-                  PLAIN_ARGS)                                                                                    \
-    MPIIO_WRAPPER(MPI_File_write_at##suffix, WRITE, false, AT(const void *, COUNT, MPI_Status *), AT_ARGS)       \
-    MPIIO_WRAPPER(MPI_File_write_at_all##suffix, WRITE, true, AT(const void *, COUNT, MPI_Status *), AT_ARGS)    \
-    MPIIO_WRAPPER(MPI_File_iwrite##suffix, WRITE, false, PLAIN(const void *, COUNT, MPI_Request *), PLAIN_ARGS)  \
-    MPIIO_WRAPPER(MPI_File_iwrite_all##suffix, WRITE, true, PLAIN(const void *, COUNT, MPI_Request *),           \
-                  PLAIN_ARGS)                                                                                    \
-    MPIIO_WRAPPER(MPI_File_iwrite_shared##suffix, WRITE, false, PLAIN(const void *, COUNT, MPI_Request *),       \
-                  PLAIN_ARGS)                                                                                    \
-    MPIIO_WRAPPER(MPI_File_iwrite_at##suffix, WRITE, false, AT(const void *, COUNT, MPI_Request *), AT_ARGS)     \
-    MPIIO_WRAPPER(MPI_File_iwrite_at_all##suffix, WRITE, true, AT(const void *, COUNT, MPI_Request *), AT_ARGS)  \
-    MPIIO_WRAPPER(MPI_File_write_all_begin##suffix, WRITE, true, BEGIN(const void *, COUNT), BEGIN_ARGS)         \
-    MPIIO_WRAPPER(MPI_File_write_ordered_begin##suffix, WRITE, true, BEGIN(const void *, COUNT), BEGIN_ARGS)     \
-    MPIIO_WRAPPER(MPI_File_write_at_all_begin##suffix, WRITE, true, AT_BEGIN(const void *, COUNT), AT_BEGIN_ARGS) \
-    MPIIO_WRAPPER(MPI_File_read##suffix, READ, false, PLAIN(void *, COUNT, MPI_Status *), PLAIN_ARGS)            \
-    MPIIO_WRAPPER(MPI_File_read_all##suffix, READ, true, PLAIN(void *, COUNT, MPI_Status *), PLAIN_ARGS)         \
-    MPIIO_WRAPPER(MPI_File_read_shared##suffix, READ, false, PLAIN(void *, COUNT, MPI_Status *), PLAIN_ARGS)     \
-    MPIIO_WRAPPER(MPI_File_read_ordered##suffix, READ, true, PLAIN(void *, COUNT, MPI_Status *), PLAIN_ARGS)     \
-    MPIIO_WRAPPER(MPI_File_read_at##suffix, READ, false, AT(void *, COUNT, MPI_Status *), AT_ARGS)               \
-    MPIIO_WRAPPER(MPI_File_read_at_all##suffix, READ, true, AT(void *, COUNT, MPI_Status *), AT_ARGS)            \
-    MPIIO_WRAPPER(MPI_File_iread##suffix, READ, false, PLAIN(void *, COUNT, MPI_Request *), PLAIN_ARGS)          \
-    MPIIO_WRAPPER(MPI_File_iread_all##suffix, READ, true, PLAIN(void *, COUNT, MPI_Request *), PLAIN_ARGS)       \
-    MPIIO_WRAPPER(MPI_File_iread_shared##suffix, READ, false, PLAIN(void *, COUNT, MPI_Request *), PLAIN_ARGS)   \
-    MPIIO_WRAPPER(MPI_File_iread_at##suffix, READ, false, AT(void *, COUNT, MPI_Request *), AT_ARGS)             \
-    MPIIO_WRAPPER(MPI_File_iread_at_all##suffix, READ, true, AT(void *, COUNT, MPI_Request *), AT_ARGS)          \
-    MPIIO_WRAPPER(MPI_File_read_all_begin##suffix, READ, true, BEGIN(void *, COUNT), BEGIN_ARGS)                 \
-    MPIIO_WRAPPER(MPI_File_read_ordered_begin##suffix, READ, true, BEGIN(void *, COUNT), BEGIN_ARGS)             \
-    MPIIO_WRAPPER(MPI_File_read_at_all_begin##suffix, READ, true, AT_BEGIN(void *, COUNT), AT_BEGIN_ARGS)
+#define MPIIO_FAMILY(suffix, COUNT)                                                                                        \
+    MPIIO_WRAPPER(MPI_File_write##suffix, WRITE, false, PLAIN(const void *, COUNT, MPI_Status *), PLAIN_ARGS, -1)          \
+    MPIIO_WRAPPER(MPI_File_write_all##suffix, WRITE, true, PLAIN(const void *, COUNT, MPI_Status *), PLAIN_ARGS, -1)       \
+    MPIIO_WRAPPER(MPI_File_write_shared##suffix, WRITE, false, PLAIN(const void *, COUNT, MPI_Status *), PLAIN_ARGS, -1)   \
+    MPIIO_WRAPPER(MPI_File_write_ordered##suffix, WRITE, true, PLAIN(const void *, COUNT, MPI_Status *), PLAIN_ARGS, -1)   \
+    MPIIO_WRAPPER(MPI_File_write_at##suffix, WRITE, false, AT(const void *, COUNT, MPI_Status *), AT_ARGS, offset)         \
+    MPIIO_WRAPPER(MPI_File_write_at_all##suffix, WRITE, true, AT(const void *, COUNT, MPI_Status *), AT_ARGS, offset)      \
+    MPIIO_WRAPPER(MPI_File_iwrite##suffix, WRITE, false, PLAIN(const void *, COUNT, MPI_Request *), PLAIN_ARGS, -1)        \
+    MPIIO_WRAPPER(MPI_File_iwrite_all##suffix, WRITE, true, PLAIN(const void *, COUNT, MPI_Request *), PLAIN_ARGS, -1)     \
+    MPIIO_WRAPPER(MPI_File_iwrite_shared##suffix, WRITE, false, PLAIN(const void *, COUNT, MPI_Request *), PLAIN_ARGS, -1) \
+    MPIIO_WRAPPER(MPI_File_iwrite_at##suffix, WRITE, false, AT(const void *, COUNT, MPI_Request *), AT_ARGS, offset)       \
+    MPIIO_WRAPPER(MPI_File_iwrite_at_all##suffix, WRITE, true, AT(const void *, COUNT, MPI_Request *), AT_ARGS, offset)    \
+    MPIIO_WRAPPER(MPI_File_write_all_begin##suffix, WRITE, true, BEGIN(const void *, COUNT), BEGIN_ARGS, -1)               \
+    MPIIO_WRAPPER(MPI_File_write_ordered_begin##suffix, WRITE, true, BEGIN(const void *, COUNT), BEGIN_ARGS, -1)           \
+    MPIIO_WRAPPER(MPI_File_write_at_all_begin##suffix, WRITE, true, AT_BEGIN(const void *, COUNT), AT_BEGIN_ARGS, offset)  \
+    MPIIO_WRAPPER(MPI_File_read##suffix, READ, false, PLAIN(void *, COUNT, MPI_Status *), PLAIN_ARGS, -1)                  \
+    MPIIO_WRAPPER(MPI_File_read_all##suffix, READ, true, PLAIN(void *, COUNT, MPI_Status *), PLAIN_ARGS, -1)               \
+    MPIIO_WRAPPER(MPI_File_read_shared##suffix, READ, false, PLAIN(void *, COUNT, MPI_Status *), PLAIN_ARGS, -1)           \
+    MPIIO_WRAPPER(MPI_File_read_ordered##suffix, READ, true, PLAIN(void *, COUNT, MPI_Status *), PLAIN_ARGS, -1)           \
+    MPIIO_WRAPPER(MPI_File_read_at##suffix, READ, false, AT(void *, COUNT, MPI_Status *), AT_ARGS, offset)                 \
+    MPIIO_WRAPPER(MPI_File_read_at_all##suffix, READ, true, AT(void *, COUNT, MPI_Status *), AT_ARGS, offset)              \
+    MPIIO_WRAPPER(MPI_File_iread##suffix, READ, false, PLAIN(void *, COUNT, MPI_Request *), PLAIN_ARGS, -1)                \
+    MPIIO_WRAPPER(MPI_File_iread_all##suffix, READ, true, PLAIN(void *, COUNT, MPI_Request *), PLAIN_ARGS, -1)             \
+    MPIIO_WRAPPER(MPI_File_iread_shared##suffix, READ, false, PLAIN(void *, COUNT, MPI_Request *), PLAIN_ARGS, -1)         \
+    MPIIO_WRAPPER(MPI_File_iread_at##suffix, READ, false, AT(void *, COUNT, MPI_Request *), AT_ARGS, offset)               \
+    MPIIO_WRAPPER(MPI_File_iread_at_all##suffix, READ, true, AT(void *, COUNT, MPI_Request *), AT_ARGS, offset)            \
+    MPIIO_WRAPPER(MPI_File_read_all_begin##suffix, READ, true, BEGIN(void *, COUNT), BEGIN_ARGS, -1)                       \
+    MPIIO_WRAPPER(MPI_File_read_ordered_begin##suffix, READ, true, BEGIN(void *, COUNT), BEGIN_ARGS, -1)                   \
+    MPIIO_WRAPPER(MPI_File_read_at_all_begin##suffix, READ, true, AT_BEGIN(void *, COUNT), AT_BEGIN_ARGS, offset)
 
 MPIIO_FAMILY(, int)
 MPIIO_FAMILY(_c, MPI_Count)
 
 /* MPI-IO calls that move no data of the program's and count in the I/O phases only. */
-#define MPIIO_PHASE_WRAPPER(name, PARAMS, ARGS) \
-    typedef int(*name##_fn) PARAMS;              \
-    static name##_fn real_##name;                \
-    int name PARAMS                              \
-    {                                            \
-        name##_fn real = REAL(name);             \
-        if (!real)                               \
-            return MPI_ERR_INTERN;               \
-        uint64_t phase = phase_enter();          \
-        int status = real ARGS;                  \
-        phase_leave(PHASE_MPIIO, phase);         \
-        return status;                           \
+#define MPIIO_PHASE_WRAPPER(name, PARAMS, ARGS, SIZE)             \
+    typedef int(*name##_fn) PARAMS;                                \
+    static name##_fn real_##name;                                  \
+    int name PARAMS                                                \
+    {                                                              \
+        name##_fn real = REAL(name);                               \
+        if (!real)                                                 \
+            return MPI_ERR_INTERN;                                 \
+        uint64_t phase = phase_enter();                            \
+        int status = real ARGS;                                    \
+        phase_leave(PHASE_MPIIO, phase);                           \
+        trace_handle(#name, phase, fh, SIZE, status == MPI_SUCCESS); \
+        return status;                                             \
     }
 
-MPIIO_PHASE_WRAPPER(MPI_File_sync, (MPI_File fh), (fh))
-MPIIO_PHASE_WRAPPER(MPI_File_set_size, (MPI_File fh, MPI_Offset size), (fh, size))
-MPIIO_PHASE_WRAPPER(MPI_File_preallocate, (MPI_File fh, MPI_Offset size), (fh, size))
+MPIIO_PHASE_WRAPPER(MPI_File_sync, (MPI_File fh), (fh), -1)
+MPIIO_PHASE_WRAPPER(MPI_File_set_size, (MPI_File fh, MPI_Offset size), (fh, size), (int64_t)size)
+MPIIO_PHASE_WRAPPER(MPI_File_preallocate, (MPI_File fh, MPI_Offset size), (fh, size), (int64_t)size)

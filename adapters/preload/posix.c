@@ -36,6 +36,15 @@ static enum fd_kind classify_fd(int fd)
     return FILE_UNUSED;
 }
 
+/* An open the trace keeps until the file's first use (trace_open). */
+struct pending_open {
+    uint64_t t0, t1;
+    int flags;
+    char name[NAME_CHARS];
+};
+static struct pending_open *pending_opens[FD_KINDS];
+static void trace_pending_open(int fd);
+
 /* Whether I/O on `fd` counts; the first on a file counts the file as used
  * (the POSIX level's files_opened: MPI's shared-memory files are opened and
  * mapped, never read or written). */
@@ -53,6 +62,8 @@ static inline bool counted_fd(int fd)
             add(&phase_ns[PHASE_POSIX], opening);
             if (kind & FD_OUTPUT)
                 add(&phase_ns[PHASE_POSIX_OUTPUTS], opening);
+            if (pending_opens[fd])
+                trace_pending_open(fd);
         }
         return true;
     }
@@ -112,54 +123,76 @@ static creat64_fn real_creat64;
 static close_fn real_close;
 
 /* The call `expr` (returning bytes moved or -1), counted for a regular file. */
-#define POSIX_TRANSFER(direction, fd, expr)                              \
+/* A traced POSIX call on descriptor `fd`: its offset (-1: none) and bytes (-1: none). */
+static void trace_fd(const char *op, uint64_t phase, int fd, int64_t offset, int64_t bytes, bool ok)
+{
+    struct json *j = trace_start(op, phase);
+    if (!j)
+        return;
+    j_i64(j, "fd", fd);
+    if (offset >= 0)
+        j_i64(j, "offset", offset);
+    if (bytes >= 0)
+        j_i64(j, "bytes", bytes);
+    trace_done(j, phase, ok);
+}
+
+/* The call `expr` (returning bytes moved or -1), counted for a regular file;
+ * `offset`: where it starts (-1: at the file position, read before the call
+ * when tracing). */
+#define POSIX_TRANSFER(op, direction, fd, offset, expr)                  \
     do {                                                                 \
         if (quiet || !counted_fd(fd))                                    \
             return expr;                                                 \
         uint64_t start = now_ns(), phase = phase_enter();                \
+        int64_t at = (offset);                                           \
+        if (phase && at < 0 && trace_active())                           \
+            at = (int64_t)lseek(fd, 0, SEEK_CUR);                        \
         ssize_t moved = expr;                                            \
         uint64_t elapsed = now_ns() - start;                             \
         phase_depth--;                                                   \
         posix_phase(fd, phase);                                          \
         if (moved >= 0)                                                  \
             account(POSIX_LEVEL, direction, (uint64_t)moved, elapsed);   \
+        if (phase)                                                       \
+            trace_fd(op, phase, fd, at, moved, moved >= 0);              \
         return moved;                                                    \
     } while (0)
 
 ssize_t write(int fd, const void *buf, size_t count)
 {
     write_fn real = REAL(write);
-    POSIX_TRANSFER(WRITE, fd, real(fd, buf, count));
+    POSIX_TRANSFER("write", WRITE, fd, -1, real(fd, buf, count));
 }
 
 ssize_t read(int fd, void *buf, size_t count)
 {
     read_fn real = REAL(read);
-    POSIX_TRANSFER(READ, fd, real(fd, buf, count));
+    POSIX_TRANSFER("read", READ, fd, -1, real(fd, buf, count));
 }
 
 ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset)
 {
     pwrite_fn real = REAL(pwrite);
-    POSIX_TRANSFER(WRITE, fd, real(fd, buf, count, offset));
+    POSIX_TRANSFER("pwrite", WRITE, fd, (int64_t)offset, real(fd, buf, count, offset));
 }
 
 ssize_t pread(int fd, void *buf, size_t count, off_t offset)
 {
     pread_fn real = REAL(pread);
-    POSIX_TRANSFER(READ, fd, real(fd, buf, count, offset));
+    POSIX_TRANSFER("pread", READ, fd, (int64_t)offset, real(fd, buf, count, offset));
 }
 
 ssize_t pwrite64(int fd, const void *buf, size_t count, off64_t offset)
 {
     pwrite64_fn real = REAL(pwrite64);
-    POSIX_TRANSFER(WRITE, fd, real(fd, buf, count, offset));
+    POSIX_TRANSFER("pwrite", WRITE, fd, (int64_t)offset, real(fd, buf, count, offset));
 }
 
 ssize_t pread64(int fd, void *buf, size_t count, off64_t offset)
 {
     pread64_fn real = REAL(pread64);
-    POSIX_TRANSFER(READ, fd, real(fd, buf, count, offset));
+    POSIX_TRANSFER("pread", READ, fd, (int64_t)offset, real(fd, buf, count, offset));
 }
 
 /* The mode argument open() takes only when it creates a file. */
@@ -182,6 +215,42 @@ static bool needs_mode(int flags)
         }                                       \
     } while (0)
 
+/* The trace's open of a counted file, written at the file's first read,
+ * write or sync (with the open's own times): MPI opens shared-memory files
+ * and maps them, never reads or writes them, and they are not the program's. */
+
+static void trace_open(uint64_t phase, int fd, const char *name, int flags)
+{
+    if (!phase || fd < 0 || fd >= FD_KINDS || quiet || !trace_active() ||
+        (__atomic_load_n(&fd_kinds[fd], __ATOMIC_RELAXED) & FD_KIND_MASK) != FILE_UNUSED)
+        return;
+    struct pending_open *open_call = malloc(sizeof *open_call);
+    if (!open_call)
+        return;
+    *open_call = (struct pending_open){.t0 = phase, .t1 = now_ns(), .flags = flags};
+    snprintf(open_call->name, sizeof open_call->name, "%s", name ? name : "");
+    free(__atomic_exchange_n(&pending_opens[fd], open_call, __ATOMIC_ACQ_REL));
+}
+
+/* At the first use of `fd`: its open's line, if it waits for one. */
+static void trace_pending_open(int fd)
+{
+    struct pending_open *open_call = __atomic_exchange_n(&pending_opens[fd], NULL, __ATOMIC_ACQ_REL);
+    if (!open_call)
+        return;
+    struct json *j = trace_start("open", open_call->t0);
+    if (j) {
+        char path[NAME_CHARS] = "";
+        absolute_path(open_call->name, path, sizeof path);
+        j_i64(j, "fd", fd);
+        j_string(j, "name", open_call->name);
+        j_string(j, "path", path);
+        j_i64(j, "flags", open_call->flags);
+        trace_done_at(j, open_call->t0, open_call->t1, true);
+    }
+    free(open_call);
+}
+
 int open(const char *path, int flags, ...)
 {
     mode_t mode = 0;
@@ -190,6 +259,7 @@ int open(const char *path, int flags, ...)
     int fd = REAL(open)(path, flags, mode);
     phase_depth--;
     opened_fd(fd, flags, phase);
+    trace_open(phase, fd, path, flags);
     return fd;
 }
 
@@ -201,6 +271,7 @@ int open64(const char *path, int flags, ...)
     int fd = REAL(open64)(path, flags, mode);
     phase_depth--;
     opened_fd(fd, flags, phase);
+    trace_open(phase, fd, path, flags);
     return fd;
 }
 
@@ -212,6 +283,7 @@ int openat(int dirfd, const char *path, int flags, ...)
     int fd = REAL(openat)(dirfd, path, flags, mode);
     phase_depth--;
     opened_fd(fd, flags, phase);
+    trace_open(phase, fd, path, flags);
     return fd;
 }
 
@@ -223,6 +295,7 @@ int openat64(int dirfd, const char *path, int flags, ...)
     int fd = REAL(openat64)(dirfd, path, flags, mode);
     phase_depth--;
     opened_fd(fd, flags, phase);
+    trace_open(phase, fd, path, flags);
     return fd;
 }
 
@@ -231,7 +304,8 @@ int creat(const char *path, mode_t mode)
     uint64_t phase = phase_enter();
     int fd = REAL(creat)(path, mode);
     phase_depth--;
-    opened_fd(fd, O_WRONLY, phase);
+    opened_fd(fd, O_WRONLY | O_CREAT | O_TRUNC, phase);
+    trace_open(phase, fd, path, O_WRONLY | O_CREAT | O_TRUNC);
     return fd;
 }
 
@@ -240,7 +314,8 @@ int creat64(const char *path, mode_t mode)
     uint64_t phase = phase_enter();
     int fd = REAL(creat64)(path, mode);
     phase_depth--;
-    opened_fd(fd, O_WRONLY, phase);
+    opened_fd(fd, O_WRONLY | O_CREAT | O_TRUNC, phase);
+    trace_open(phase, fd, path, O_WRONLY | O_CREAT | O_TRUNC);
     return fd;
 }
 
@@ -253,9 +328,14 @@ int close(int fd)
     if (used) {
         phase_depth--;
         posix_phase(fd, phase);
+        if (phase)
+            trace_fd("close", phase, fd, -1, -1, status == 0);
     }
-    if (fd >= 0 && fd < FD_KINDS)
+    if (fd >= 0 && fd < FD_KINDS) {
         __atomic_store_n(&fd_kinds[fd], FD_UNKNOWN, __ATOMIC_RELAXED);
+        if (pending_opens[fd]) /* opened, never used: not the program's I/O */
+            free(__atomic_exchange_n(&pending_opens[fd], NULL, __ATOMIC_ACQ_REL));
+    }
     return status;
 }
 
@@ -265,7 +345,7 @@ static fsync_fn real_fsync;
 static fdatasync_fn real_fdatasync;
 
 /* A sync of a counted file is part of the I/O phases (and uses the file). */
-#define POSIX_SYNC(fd, expr)                                  \
+#define POSIX_SYNC(op, fd, expr)                              \
     do {                                                      \
         if (quiet || !counted_fd(fd))                         \
             return expr;                                      \
@@ -273,17 +353,19 @@ static fdatasync_fn real_fdatasync;
         int status = expr;                                    \
         phase_depth--;                                        \
         posix_phase(fd, phase);                               \
+        if (phase)                                            \
+            trace_fd(op, phase, fd, -1, -1, status == 0);     \
         return status;                                        \
     } while (0)
 
 int fsync(int fd)
 {
     fsync_fn real = REAL(fsync);
-    POSIX_SYNC(fd, real(fd));
+    POSIX_SYNC("fsync", fd, real(fd));
 }
 
 int fdatasync(int fd)
 {
     fdatasync_fn real = REAL(fdatasync);
-    POSIX_SYNC(fd, real(fd));
+    POSIX_SYNC("fdatasync", fd, real(fd));
 }
