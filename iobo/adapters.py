@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shlex
+import sys
 from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
@@ -39,7 +40,7 @@ SHIM_VARIABLES = tuple(f"IOBO_{name}" for name in (
     "ALIGNMENT_THRESHOLD", "ALIGNMENT_INTERVAL", "META_BLOCK_SIZE", "SIEVE_BUF_SIZE", "MDC_INITIAL_SIZE",
     "COLL_METADATA", "LAYOUT", "CHUNK_SIZE", "TRANSFER_MODE", "CB_BUFFER_SIZE", "CB_NODES", "ROMIO_CB_WRITE",
     "ROMIO_DS_WRITE", "ROMIO_CB_READ", "ROMIO_DS_READ", "CB_CONFIG_LIST", "STRIPING_FACTOR", "STRIPING_UNIT",
-    "PRELOAD_REPORT"))
+    "PRELOAD_REPORT", "PRELOAD_TRACE", "PRELOAD_EXCLUDE"))
 """The variables the shim reads (adapters/README.md), but ``IOBO_PRELOAD_VERBOSE``, which a user may set."""
 
 
@@ -74,7 +75,18 @@ def preload_env(
     env = {"LD_PRELOAD": ":".join(chain), **{k: v for k, v in settings.items() if k not in app}}
     if report_prefix is not None:
         env["IOBO_PRELOAD_REPORT"] = os.path.abspath(os.fspath(report_prefix))
+    env["IOBO_PRELOAD_EXCLUDE"] = ":".join(interpreter_directories())
     return env
+
+
+def interpreter_directories() -> list[str]:
+    """This Python's own directories (its prefixes and library paths): the shim does not count files under them
+    (``IOBO_PRELOAD_EXCLUDE``), so a Python program's imports are not its I/O."""
+    import sysconfig
+
+    found = {sys.prefix, sys.base_prefix, *(sysconfig.get_paths().get(key, "") for key in
+                                             ("stdlib", "platstdlib", "purelib", "platlib"))}
+    return sorted(os.path.realpath(d) for d in found if d)
 
 
 def program_environment(

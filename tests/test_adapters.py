@@ -231,8 +231,30 @@ def test_preload_env_puts_the_shim_first_and_carries_the_config(library, monkeyp
     env = adapters.preload_env(config, tmp_path / "romio-hints")
     assert env["LD_PRELOAD"] == f"{library}:/opt/other/libtool.so"
     assert env["ROMIO_HINTS"] == str(tmp_path / "romio-hints")
-    assert {k: v for k, v in env.items() if k.startswith("IOBO_")} == config.env()
+    assert {k: v for k, v in env.items() if k.startswith("IOBO_")} == {
+        **config.env(), "IOBO_PRELOAD_EXCLUDE": ":".join(adapters.interpreter_directories())}
     assert "ROMIO_HINTS" not in adapters.preload_env(config)
+
+
+def test_a_python_programs_imports_are_not_its_io(library, tmp_path):
+    """The shim does not count files under iobo's interpreter directories (IOBO_PRELOAD_EXCLUDE): a Python program
+    reads hundreds of modules as it starts; its own file is all it writes and reads."""
+    script = ("from mpi4py import MPI; import json, email.parser, sys\n"
+              "open(sys.argv[1], 'wb').write(b'x' * 1000); assert open(sys.argv[1], 'rb').read() == b'x' * 1000\n")
+    for exclude in (True, False):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("IOBO_") and k != "LD_PRELOAD"}
+        env.update(adapters.preload_env(IOConfig.from_values({}), report_prefix=tmp_path / f"r{exclude}"))
+        if not exclude:
+            del env["IOBO_PRELOAD_EXCLUDE"]
+        done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out")], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        posix = adapters.read_report(tmp_path / f"r{exclude}")["levels"]["posix"]
+        assert posix["write"]["bytes"] == 1000
+        if exclude:
+            assert posix["read"]["bytes"] == 1000 and posix["files_opened"] == 2  # its file, opened twice
+        else:  # what the exclusion removes: the interpreter's own reads
+            assert posix["read"]["bytes"] > 100_000 and posix["files_opened"] > 50
 
 
 def test_preload_env_paths_are_absolute(library, monkeypatch, tmp_path):

@@ -83,11 +83,47 @@ static inline void posix_phase(int fd, uint64_t start)
 
 /* After an open: what the descriptor is, and the open's seconds when it was
  * the outermost I/O call (`start`, else 0). */
-static void opened_fd(int fd, int flags, uint64_t start)
+/* IOBO_PRELOAD_EXCLUDE=DIR:DIR...: files under these directories are not
+ * the program's I/O (iobo sets its interpreter's: a Python program's
+ * imports read hundreds of modules). */
+#define MAX_EXCLUDED 16
+static pthread_once_t exclude_once = PTHREAD_ONCE_INIT;
+static char exclude_text[4096];
+static const char *excluded[MAX_EXCLUDED];
+static size_t excluded_length[MAX_EXCLUDED], n_excluded;
+
+static void exclude_init(void)
+{
+    const char *value = getenv("IOBO_PRELOAD_EXCLUDE");
+    if (!value || strlen(value) >= sizeof exclude_text)
+        return;
+    snprintf(exclude_text, sizeof exclude_text, "%s", value);
+    for (char *dir = strtok(exclude_text, ":"); dir && n_excluded < MAX_EXCLUDED; dir = strtok(NULL, ":")) {
+        size_t length = strlen(dir);
+        while (length > 1 && dir[length - 1] == '/')
+            dir[--length] = '\0';
+        if (dir[0] == '/') {
+            excluded[n_excluded] = dir;
+            excluded_length[n_excluded++] = length;
+        }
+    }
+}
+
+static bool excluded_path(const char *path)
+{
+    pthread_once(&exclude_once, exclude_init);
+    for (size_t i = 0; path && i < n_excluded; i++)
+        if (!strncmp(path, excluded[i], excluded_length[i]) &&
+            (path[excluded_length[i]] == '/' || path[excluded_length[i]] == '\0'))
+            return true;
+    return false;
+}
+
+static void opened_fd(int fd, const char *path, int flags, uint64_t start)
 {
     if (fd < 0 || fd >= FD_KINDS || quiet) /* beyond FD_KINDS: not counted */
         return;
-    uint8_t kind = (uint8_t)classify_fd(fd);
+    uint8_t kind = excluded_path(path) ? (uint8_t)FD_OTHER : (uint8_t)classify_fd(fd);
     if (kind == FILE_UNUSED && (flags & O_ACCMODE) != O_RDONLY)
         kind |= FD_OUTPUT;
     __atomic_store_n(&open_phase_ns[fd], kind == FD_OTHER || !start ? 0 : now_ns() - start, __ATOMIC_RELAXED);
@@ -258,7 +294,7 @@ int open(const char *path, int flags, ...)
     uint64_t phase = phase_enter();
     int fd = REAL(open)(path, flags, mode);
     phase_depth--;
-    opened_fd(fd, flags, phase);
+    opened_fd(fd, path, flags, phase);
     trace_open(phase, fd, path, flags);
     return fd;
 }
@@ -270,7 +306,7 @@ int open64(const char *path, int flags, ...)
     uint64_t phase = phase_enter();
     int fd = REAL(open64)(path, flags, mode);
     phase_depth--;
-    opened_fd(fd, flags, phase);
+    opened_fd(fd, path, flags, phase);
     trace_open(phase, fd, path, flags);
     return fd;
 }
@@ -282,7 +318,7 @@ int openat(int dirfd, const char *path, int flags, ...)
     uint64_t phase = phase_enter();
     int fd = REAL(openat)(dirfd, path, flags, mode);
     phase_depth--;
-    opened_fd(fd, flags, phase);
+    opened_fd(fd, path, flags, phase);
     trace_open(phase, fd, path, flags);
     return fd;
 }
@@ -294,7 +330,7 @@ int openat64(int dirfd, const char *path, int flags, ...)
     uint64_t phase = phase_enter();
     int fd = REAL(openat64)(dirfd, path, flags, mode);
     phase_depth--;
-    opened_fd(fd, flags, phase);
+    opened_fd(fd, path, flags, phase);
     trace_open(phase, fd, path, flags);
     return fd;
 }
@@ -304,7 +340,7 @@ int creat(const char *path, mode_t mode)
     uint64_t phase = phase_enter();
     int fd = REAL(creat)(path, mode);
     phase_depth--;
-    opened_fd(fd, O_WRONLY | O_CREAT | O_TRUNC, phase);
+    opened_fd(fd, path, O_WRONLY | O_CREAT | O_TRUNC, phase);
     trace_open(phase, fd, path, O_WRONLY | O_CREAT | O_TRUNC);
     return fd;
 }
@@ -314,7 +350,7 @@ int creat64(const char *path, mode_t mode)
     uint64_t phase = phase_enter();
     int fd = REAL(creat64)(path, mode);
     phase_depth--;
-    opened_fd(fd, O_WRONLY | O_CREAT | O_TRUNC, phase);
+    opened_fd(fd, path, O_WRONLY | O_CREAT | O_TRUNC, phase);
     trace_open(phase, fd, path, O_WRONLY | O_CREAT | O_TRUNC);
     return fd;
 }
