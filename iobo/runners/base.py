@@ -20,9 +20,12 @@ class Runner(abc.ABC):
     ``borrowed`` is True, once entered, when the runner uses workers someone
     else started and keeps (a Parsl DataFlowKernel the caller loaded): they
     must outlive the run, so the tuner's watchdog leaves them alone.
+    ``kept_logs``, once the block has ended: the folder where the runner kept
+    the logs of what it started, for a look after a failure (None: none kept).
     """
 
     borrowed: bool = False
+    kept_logs: str | None = None
 
     @abc.abstractmethod
     def submit(self, job: KernelJob) -> Future:

@@ -5,7 +5,10 @@ Each trial is a Parsl ``python_app`` that runs one :class:`KernelJob`
 returns the result dict. :class:`ParslRunner` submits such apps through the
 DataFlowKernel already loaded by the user's pipeline if there is one (and
 leaves it loaded), or loads ``local_config`` (a HighThroughputExecutor on this
-machine) and cleans it up at the end.
+machine) and cleans it up at the end: within ``SHUTDOWN_S`` seconds, or it
+ends the executors' interchange and blocks itself. What it loads does not
+share this process's Ctrl-C (:func:`interrupts_not_inherited`), and its
+logs (``run_dir``) are removed after a clean end unless asked to keep them.
 
 With Parsl's MPI mode (an ``MPIExecutor``), each trial asks Parsl for its
 nodes through ``parsl_resource_specification`` and its kernel starts with
@@ -18,8 +21,12 @@ For a cluster, pass a Parsl ``Config`` with a Slurm provider: see
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import signal
 import sys
+import threading
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -32,6 +39,10 @@ WORKER_LOST = ("ManagerLost", "WorkerLost", "BadStateException")
 """Parsl's errors for a task whose worker (or whole block) went away with it."""
 SCHEDULER_NOTICES = ("*** JOB", "CANCELLED", "TIME LIMIT", "walltime", "PREEMPT", "NODE FAIL")
 """Words of a batch scheduler's notice, in a job's stderr, that it ended the job (Slurm's, PBS's)."""
+SHUTDOWN_S = 5.0
+"""Seconds a :class:`ParslRunner` waits for Parsl's shutdown of the DataFlowKernel it loaded (0.05 s here)
+before it ends the executors' interchange and blocks itself: Parsl's shutdown waits without a limit for an
+interchange that died (``HighThroughputExecutor.scale_in`` asks it for its managers)."""
 
 
 def _kernel_trial(job: KernelJob, parsl_resource_specification: dict | None = None) -> dict:
@@ -151,15 +162,22 @@ class ParslRunner(Runner):
     """Submits kernel jobs as Parsl apps; a context manager owning the DFK it loaded.
 
     config: a Parsl ``Config`` to load when no DataFlowKernel is loaded yet
-    (default: ``local_config(max_workers)``); an already-loaded DFK is used
-    as it is and left loaded.
+    (default: ``local_config(max_workers, run_dir)``); an already-loaded DFK
+    is used as it is and left loaded. Parsl writes its logs of the DFK this
+    runner loads into a numbered folder of the config's ``run_dir``; with the
+    default config, that folder is removed when the ``with`` block ends
+    cleanly (an interrupt included), unless ``keep_logs``. When the block ends
+    on an error, or Parsl's shutdown did not end in ``SHUTDOWN_S``, it is
+    kept and ``kept_logs`` names it.
     """
 
-    def __init__(self, config=None, max_workers: int = 1, run_dir: str = "runinfo", executor: str | None = None):
+    def __init__(self, config=None, max_workers: int = 1, run_dir: str = "runinfo", executor: str | None = None,
+                 keep_logs: bool = False):
         self._config = config
         self._max_workers = max_workers
         self._run_dir = run_dir
         self._executor = executor
+        self._keep_logs = keep_logs
         self._owned = None
         self._app = None
         self._mpi_mode = False
@@ -170,15 +188,21 @@ class ParslRunner(Runner):
         from parsl import python_app
 
         _put_this_environment_on_path()
-        dfk = loaded_dfk()
-        if dfk is None:
-            config = self._config or local_config(self._max_workers, self._run_dir)
-            self._owned = dfk = parsl.load(config)
-        self.borrowed = self._owned is None
-        executors = [self._executor] if self._executor else "all"
-        self._app = python_app(_kernel_trial, data_flow_kernel=dfk, executors=executors, cache=False)
-        self._executors = [dfk.executors[label] for label in (executors if self._executor else dfk.executors)]
-        self._mpi_mode = any(getattr(executor, "enable_mpi_mode", False) for executor in self._executors)
+        self.kept_logs = None
+        try:
+            dfk = loaded_dfk()
+            if dfk is None:
+                config = self._config or local_config(self._max_workers, self._run_dir)
+                with interrupts_not_inherited():
+                    self._owned = dfk = parsl.load(config)
+            self.borrowed = self._owned is None
+            executors = [self._executor] if self._executor else "all"
+            self._app = python_app(_kernel_trial, data_flow_kernel=dfk, executors=executors, cache=False)
+            self._executors = [dfk.executors[label] for label in (executors if self._executor else dfk.executors)]
+            self._mpi_mode = any(getattr(executor, "enable_mpi_mode", False) for executor in self._executors)
+        except BaseException:  # a Ctrl-C while Parsl started, a wrong executor label: what started is stopped
+            self.__exit__(*sys.exc_info())
+            raise
         return self
 
     def submit(self, job: KernelJob) -> Future:
@@ -240,15 +264,83 @@ class ParslRunner(Runner):
         return "; " + "; ".join(ended) if ended else ""
 
 
-    def __exit__(self, *exc) -> None:
-        if self._owned is not None:
-            import parsl
+    def __exit__(self, exc_type, *exc) -> None:
+        owned, self._owned, self._executors, self._app = self._owned, None, [], None
+        if owned is None:
+            return
+        import parsl
 
-            self._owned.cleanup()
-            if loaded_dfk() is self._owned:
+        try:
+            in_time = _clean_up(owned, SHUTDOWN_S)
+        finally:
+            if loaded_dfk() is owned:
                 parsl.clear()
-            self._owned = None
-        self._executors = []
+        if not in_time or (exc_type is not None and not issubclass(exc_type, KeyboardInterrupt)):
+            self.kept_logs = owned.run_dir
+        elif self._config is None and not self._keep_logs:
+            _remove_run_dir(owned.run_dir)
+
+
+@contextlib.contextmanager
+def interrupts_not_inherited():
+    """Within the block, SIGINT is blocked in this thread, and so in every thread and process started from it
+    meanwhile (they inherit the block): Parsl's interchange, its threads and what they start later.
+
+    A Ctrl-C at a terminal sends SIGINT to the terminal's whole foreground
+    process group, and the interchange would die of it (a traceback on the
+    terminal) while this process, interrupted too, then waits on it in its
+    shutdown. With the block, only this process gets it and stops the
+    others in order. A SIGINT that comes within the block is delivered on
+    leaving it.
+    """
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _clean_up(dfk, within_s: float) -> bool:
+    """``dfk.cleanup()``, waited for at most ``within_s`` seconds; past that, the executors' interchanges and
+    blocks are ended here (Parsl's cleanup is left waiting, in a daemon thread). Returns whether it ended in time;
+    raises what it raised."""
+    raised: list[BaseException] = []
+
+    def clean_up() -> None:
+        try:
+            dfk.cleanup()
+        except BaseException as exc:  # raised again in the caller's thread
+            raised.append(exc)
+
+    thread = threading.Thread(target=clean_up, name="iobo-parsl-cleanup", daemon=True)
+    thread.start()
+    thread.join(within_s)
+    if thread.is_alive():
+        for executor in dfk.executors.values():
+            _end_executor(executor)
+        return False
+    if raised:
+        raise raised[0]
+    return True
+
+
+def _end_executor(executor) -> None:
+    """Cancel ``executor``'s blocks through its provider and kill its interchange, as far as it has them."""
+    provider, jobs = getattr(executor, "provider", None), list(getattr(executor, "blocks_to_job_id", {}).values())
+    if provider is not None and jobs:
+        with contextlib.suppress(Exception):  # the scheduler may be unreachable: the interchange still goes
+            provider.cancel(jobs)
+    interchange = getattr(executor, "interchange_proc", None)
+    if interchange is not None and interchange.poll() is None:
+        interchange.kill()
+        interchange.wait()
+
+
+def _remove_run_dir(run_dir: str) -> None:
+    """Remove a DataFlowKernel's numbered log folder, and the folder of such folders when it is left empty."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        Path(run_dir).parent.rmdir()
 
 
 def _scheduler_notice(stderr_path: str | None) -> str:

@@ -1,5 +1,6 @@
 """Trials as Parsl apps on a real HighThroughputExecutor; site configs load."""
 
+import time
 from pathlib import Path
 
 import parsl
@@ -7,7 +8,7 @@ import pytest
 from parsl.providers import SlurmProvider
 
 from iobo import ConfigError
-from iobo.runners.parsl import ParslRunner, load_config_file, loaded_dfk, local_config
+from iobo.runners.parsl import SHUTDOWN_S, ParslRunner, load_config_file, loaded_dfk, local_config
 from iobo.launch import KernelJob
 from iobo.space import io_stack_space
 
@@ -36,6 +37,23 @@ def test_an_already_loaded_dfk_is_used_and_left_loaded(scratch):
     finally:
         dfk.cleanup()
         parsl.clear()
+
+
+@pytest.mark.usefixtures("no_leftover_processes")
+def test_a_runner_whose_interchange_died_stops_within_its_bound_and_keeps_its_logs(scratch):
+    """Parsl's shutdown waits forever for an interchange that died (a Ctrl-C at a terminal used to kill it):
+    the runner ends the executor's processes itself after SHUTDOWN_S, and keeps Parsl's logs for a look."""
+    job = KernelJob(kernel="vpic", values={}, ranks=1, workdir=str(scratch), options=SMALL_VPIC)
+    runner = ParslRunner(run_dir=str(scratch / "runinfo"))
+    with runner:
+        assert runner.submit(job).result(timeout=120)["mb_per_s"] > 0  # the workers are connected
+        interchange = loaded_dfk().executors["iobo_local"].interchange_proc
+        interchange.kill()
+        interchange.wait()
+        left = time.monotonic()
+    assert time.monotonic() - left < SHUTDOWN_S + 5
+    assert loaded_dfk() is None
+    assert runner.kept_logs == str(scratch / "runinfo" / "000") and Path(runner.kept_logs, "parsl.log").is_file()
 
 
 def test_site_configs_load():
