@@ -1,4 +1,5 @@
-"""A progress bar for long tuning runs: trials done and in flight, best bandwidth, RoTI.
+"""A progress bar for long tuning runs: trials done and in flight, best bandwidth, and RoTI once a confirmation
+shows a gain (:attr:`iobo.report.StudyReport.roti`: never from a lucky single run).
 
 :class:`ProgressBar` is a ``TunerCallback`` drawing a tqdm bar on a terminal.
 When its output is not a terminal (a batch job's log, a pipe) it prints
