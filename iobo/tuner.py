@@ -296,8 +296,9 @@ class Tuner:
         return mine[:len(runs)]
 
     def best_config(self) -> IOConfig:
-        """The recommended configuration (:func:`iobo.minimize.recommended`: the minimal one when made, else the
-        best trial's without knobs that did not apply); raises when no trial completed."""
+        """The recommended configuration (:func:`iobo.minimize.recommendation`: the minimal one when made, else the
+        best trial's without knobs that did not apply; the system default once its confirmation showed no gain);
+        raises when no trial completed."""
         best = trials.best_trial(self.open_study())
         if best is None:
             raise ConfigError(f"study {self.study!r} has no completed trial yet; run Tuner.run() first")
