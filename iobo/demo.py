@@ -37,9 +37,10 @@ def main() -> None:
         kernel_options={"particles": 1 << 20, "steps": 2, "fsync": True}, timeout_s=120,
         **console_watchers(),
     )
-    tuner.run()
-    print()
-    tuner.confirm(repeats=INTERVAL_MIN_RUNS)
+    with tuner:  # one Parsl executor for the search, the walk-back and the confirmation
+        tuner.run()
+        print()
+        tuner.confirm(repeats=INTERVAL_MIN_RUNS)
     report = build_report(tuner.open_study())
     print("\n" + report.text())
     if report.confirm_best:

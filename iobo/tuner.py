@@ -16,6 +16,7 @@ interleaved, so the speedup is not one lucky run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import time
 import uuid
@@ -57,6 +58,18 @@ class TunerCallback:
 
     def loop_finished(self, study) -> None: ...
 
+
+
+def _one_runner(method):
+    """``method`` runs all its trials on one runner, as within ``with tuner:`` (one Parsl start, not one per
+    batch of trials)."""
+
+    @functools.wraps(method)
+    def on_one_runner(self, *args, **kwargs):
+        with self:
+            return method(self, *args, **kwargs)
+
+    return on_one_runner
 
 
 @dataclass
@@ -169,8 +182,24 @@ class Tuner:
         self._token = uuid.uuid4().hex  # this tuner, in the study's phase lease (several may share a process)
         self._made_unix = time.time()  # conclusions other tuners reach after this are reported, not redone
         self._holding = 0  # depth of _concluding blocks holding the lease (confirm runs minimize inside)
+        self._holds = 0  # depth of `with tuner:` blocks: the runner is kept until the outermost one ends
+        self._kept: tuple[Runner, contextlib.ExitStack] | None = None  # the runner, and what stops it
 
     # -- public API ------------------------------------------------------------
+    def __enter__(self) -> "Tuner":
+        """``with tuner:`` runs every trial of the block on one runner (one Parsl executor, one watchdog), started
+        at the first trial and stopped when the outermost such block ends, instead of one per batch of trials
+        (the walk-back's, the confirmation's). :meth:`confirm` and :meth:`minimize` hold one themselves; a
+        command that also tunes (``iobo tune``) holds one around both. A runner passed in is entered and left once
+        per block (a DataFlowKernel the caller loaded stays loaded)."""
+        self._holds += 1
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._holds -= 1
+        if not self._holds:
+            self._stop_runner(*exc)
+
     def run(self):
         """Tune until the study holds ``trials`` finished trials; returns the study."""
         study = self.open_study()
@@ -183,6 +212,7 @@ class Tuner:
         self._loop(study, target=self.trials, stop_rule=self.stop_rule, interleave=True)
         return study
 
+    @_one_runner
     def confirm(self, repeats: int = 5, minimize: bool = True, pairs: int = 3):
         """Re-measure the default and the recommended configuration, interleaved, at least ``repeats`` times each.
 
@@ -241,6 +271,7 @@ class Tuner:
         self._say(f"re-measuring the default and {source}, {plan['pairs']} times each, interleaved ({plan['why']})")
         self.measure(study, runs)
 
+    @_one_runner
     def minimize(self, pairs: int = 3):
         """Find which of the best trial's changes matter (:func:`iobo.minimize.walk_back`); stores and returns
         the :class:`iobo.minimize.Minimal` (study attr ``minimal``).
@@ -325,6 +356,29 @@ class Tuner:
 
         return ParslRunner(self.parsl_config, self.max_in_flight, str(Path(self.workdir) / "runinfo"))
 
+    def _kept_runner(self) -> Runner:
+        """The runner of the current ``with tuner:`` block, started at the first call with the watchdog
+        (:func:`iobo.watchdog.guard`) and with SIGTERM raised as an interrupt until :meth:`_stop_runner`."""
+        if self._kept is None:
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(_sigterm_as_interrupt())
+                guarded = stack.enter_context(watchdog.guard())
+                runner = stack.enter_context(self._runner())
+                guarded.end_on_exit = not runner.borrowed  # a pipeline's own Parsl workers outlive the run
+                self._kept = runner, stack.pop_all()
+        return self._kept[0]
+
+    def _stop_runner(self, *exc) -> None:
+        """Stop the kept runner (``exc``: the exception its block ends with, as ``__exit__`` gets it), then the
+        watchdog, which ends what the runner left; says where the runner kept its logs."""
+        kept, self._kept = self._kept, None
+        if kept is None:
+            return
+        runner, stack = kept
+        stack.__exit__(*(exc or (None, None, None)))
+        if runner.kept_logs:
+            self._say(f"the logs of the runner ({type(runner).__name__}) of this run are kept in {runner.kept_logs}")
+
     def _loop(self, study, asks: int | None = None, target: int | None = None, stop_rule=None,
               interleave: bool = False) -> None:
         """Run trials until ``asks`` were asked here, or until the study's tuning trials reach ``target``.
@@ -342,8 +396,8 @@ class Tuner:
         self._notify("loop_started", study, asks if target is None else max(0, target - trials.count_asked(study)))
         cut_short: list = []  # trials this process failed because the loop ended early
         try:
-            with _sigterm_as_interrupt(), watchdog.guard() as guarded, self._runner() as runner:
-                guarded.end_on_exit = not runner.borrowed  # a pipeline's own Parsl workers outlive the run
+            with self:  # the runner is kept to the end of the outermost `with tuner:` block
+                runner = self._kept_runner()
                 try:
                     remaining = asks if target is None else target - trials.count_asked(study)
                     if self.warmup and not self._warmed_up and remaining > 0:
@@ -375,6 +429,7 @@ class Tuner:
                             asking = False
                 except BaseException as exc:
                     cut_short = self._fail_mine(study, exc)
+                    self._stop_runner(type(exc), exc, exc.__traceback__)  # their jobs stop with it
                     raise
                 finally:
                     self._notify("loop_finished", study)

@@ -60,7 +60,8 @@ def add_run_args(parser, workdir: str | None = DEFAULT_WORKDIR) -> None:
                              + (f"{workdir})" if workdir else "the one the study's trials ran in; another must be "
                                                               "on the same type of file system)"))
     parser.add_argument("--mpiexec", default=None, help="MPI launcher (default: mpiexec.mpich or $IOBO_MPIEXEC)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="per-trial limit in seconds")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="per-trial limit in seconds (default: %(default)g)")
     parser.add_argument("--runner", choices=RUNNERS, default="parsl",
                         help="where trials run: Parsl apps (default) or threads of this process (local)")
     parser.add_argument("--parsl-config", help="Python file defining a Parsl `config` (e.g. workflows/site_slurm.py)")

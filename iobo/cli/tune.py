@@ -107,15 +107,16 @@ def run(args) -> int:
                                      kernel=kernels.get(tuner.kernel).name, study=tuner.study)
     if suggestions is not None:
         _queue_first(tuner, suggestions)
-    study = tuner.run()
-    if not trials.tuning_trials(study):
-        failed = [t for t in study.get_trials(deepcopy=False) if t.state == trials.state("FAIL")]
-        reason = failed[-1].user_attrs.get("fail_reason", "no reason recorded") if failed else "none ran"
-        print(f"iobo: every trial failed ({len(failed)} FAIL), nothing measured; last reason: "
-              f"{reason.splitlines()[0] if reason else ''}", file=sys.stderr)
-        return 1
-    if args.confirm:
-        tuner.confirm(args.confirm, minimize=not args.no_minimize)
+    with tuner:  # one runner (one Parsl executor) for the search, the walk-back and the confirmation
+        study = tuner.run()
+        if not trials.tuning_trials(study):
+            failed = [t for t in study.get_trials(deepcopy=False) if t.state == trials.state("FAIL")]
+            reason = failed[-1].user_attrs.get("fail_reason", "no reason recorded") if failed else "none ran"
+            print(f"iobo: every trial failed ({len(failed)} FAIL), nothing measured; last reason: "
+                  f"{reason.splitlines()[0] if reason else ''}", file=sys.stderr)
+            return 1
+        if args.confirm:
+            tuner.confirm(args.confirm, minimize=not args.no_minimize)
     print()
     print(build_report(study).text())
     return 0

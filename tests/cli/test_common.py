@@ -110,3 +110,12 @@ def test_a_command_study_is_read_and_rerun_from_the_study_alone(library, program
     code, out, err = elsewhere("report", "--storage", storage)
     assert code == 0, err
     assert "best, re-measured:" in out and f"kernel:                  command {spec.template} on 2 MPI ranks" in out
+
+
+@pytest.mark.parametrize("command", ["tune", "minimize", "confirm"])
+def test_the_per_trial_limit_help_gives_its_default(command, capsys):
+    from iobo.cli import main
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert "per-trial limit in seconds (default: 600)" in " ".join(capsys.readouterr().out.split())
