@@ -27,10 +27,9 @@ def run(args) -> int:
     text = config.export(args.format, args.hints_path)
     if args.format == "env" and "command" in study.user_attrs:  # the program's knobs: variables, fragments
         text = common.study_spec(study).env_text(config, args.hints_path)
-    carried = config.carried(args.format)
     if config.is_default():
         print("iobo export: nothing to export: the recommendation is the system default", file=sys.stderr)
-    elif not carried:
+    elif not config.carried(args.format):
         print(f"iobo export: nothing to export in --format {args.format}: it carries none of the recommended changes "
               f"({', '.join(config.changed())}); --format json or env does", file=sys.stderr)
     if args.output:
