@@ -361,6 +361,7 @@ def owner() -> str:
     """``host:pid`` of this process: who started a trial (for clean-up after a crash)."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
+
 def owner_alive(who: str) -> bool | None:
     """Whether the process ``who`` (an :func:`owner`, ``host:pid``) still runs: True or False on this host; None
     for another host's, or a malformed one (not knowable from here)."""
@@ -452,7 +453,6 @@ def concluded_elsewhere(study, phase: str, from_trial: int, token: str, since_un
     return None
 
 
-
 CONFIRM_PLAN_ATTR = "confirm_plan"
 """Study attr: how many interleaved pairs the last confirmation ran and why (:func:`iobo.tuner.confirm_plan`)."""
 
@@ -507,13 +507,19 @@ SHIM_KEYS = ("io", "partly_applied", "shim_warnings", "measured_by")
 (see :func:`shim_attrs`)."""
 
 
+COLLECTIVE_IO_MODES = ("chunk_collective", "chunk_mixed", "contiguous_collective")
+"""The HDF5 transfer modes (``H5D_mpio_actual_io_mode_t``, as the shim names them) in which I/O was collective."""
+
+
 def shim_attrs(report: Mapping[str, Any], config_values: Mapping[str, Any]) -> dict:
     """The trial attrs of the shim's report of one run (:func:`iobo.adapters.read_report`).
 
     config_values: the configuration the run was given. ``not_applied`` ({name:
     reason}) holds the requested settings that took effect on no call (a
     dataset, a file) of any rank: never acted on, or read back with another
-    value every time; ``partly_applied`` those that took effect on some
+    value every time, and ``transfer_mode`` ``independent`` (the default,
+    which the shim leaves to the program) when the program's writes were
+    collective all the same; ``partly_applied`` those that took effect on some
     calls and not others (e.g. a layout skipped on a scalar dataset).
     ``effective``: the HDF5 settings read back on the first HDF5 file, and
     the layout of each dataset created; ``hints``: the MPI-IO hints read back
@@ -534,6 +540,13 @@ def shim_attrs(report: Mapping[str, Any], config_values: Mapping[str, Any]) -> d
             not_applied[setting] = reasons.get(setting, "no call read it back with the requested value")
         elif setting in reasons:
             partly[setting] = reasons[setting]
+    collective = {mode: n for mode, n in report["effective"]["transfer"]["write"]["modes"].items()
+                  if mode in COLLECTIVE_IO_MODES}
+    if config_values.get("transfer_mode") == "independent" and collective:
+        # the default is not requested from the shim: the program's own choice stays, and it may be collective
+        not_applied["transfer_mode"] = (
+            f"the program asks for collective transfer itself: HDF5 reports {collective} for its writes "
+            f"(H5Pget_mpio_actual_io_mode); the shim only turns independent transfers collective")
     files = report["effective"]["files"]
     effective: dict[str, Any] = {}
     if files["hdf5"]:
@@ -542,7 +555,7 @@ def shim_attrs(report: Mapping[str, Any], config_values: Mapping[str, Any]) -> d
         effective[f"dataset {name}"] = dataset["layout"] + (f" {dataset['chunk']}" if dataset.get("chunk") else "")
     hints = next(iter(files["mpiio"].values()))["hints"] if files["mpiio"] else {}
     io = {key: report[key] for key in ("level", "ranks", "bytes_written", "bytes_read", "io_seconds", "slowest_rank",
-                                       "all_levels_seconds", "all_levels_rank", "hdf5_linked", "hdf5_calls")}
+                                       "phase_seconds", "phase_rank", "hdf5_linked", "hdf5_calls")}
     io["levels"] = report["levels"]
     io["datasets_created"] = len(report["effective"]["datasets"])
     io["files"] = {level: sorted(names)[:20] for level, names in files.items()}

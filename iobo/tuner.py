@@ -580,6 +580,7 @@ class Tuner:
         except KernelError as exc:
             trial.set_user_attr("fail_reason", exc.reason)
             trial.set_user_attr("stderr_tail", exc.stderr_tail[-4000:])
+            trial.set_user_attr("stdout_tail", exc.stdout_tail[-4000:])
             trial.set_user_attr("returncode", exc.returncode)
             study.tell(trial, state=state("FAIL"))
             self._say(f"trial {trial.number:3d} [{role}] FAILED: {exc.reason}")

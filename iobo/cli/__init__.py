@@ -14,8 +14,9 @@ import importlib
 import os
 import signal
 import sys
+import warnings
 
-from iobo.errors import Interrupted, IoboError
+from iobo.errors import Interrupted, IoboError, IoboWarning
 
 COMMANDS = ("tune", "confirm", "minimize", "best", "export", "run", "report", "importance", "space", "kernels",
             "characterize",
@@ -42,13 +43,23 @@ def main(argv: list[str] | None = None) -> int:
     of its output left, as ``iobo best | head -3`` does)."""
     args = parser().parse_args(argv)
     try:
-        return _module(args.command).run(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return _module(args.command).run(args)
     except IoboError as exc:
         print(f"iobo: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         print("iobo: interrupted; finished trials are kept, run the same command to resume", file=sys.stderr)
         return exc.exit_code if isinstance(exc, Interrupted) else 130
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """iobo's own warnings as one line, ``iobo: warning: ...``; others as Python prints them."""
+    if issubclass(category, IoboWarning):
+        print(f"iobo: warning: {message}", file=sys.stderr)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 def console() -> None:
