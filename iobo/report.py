@@ -138,30 +138,25 @@ class StudyReport:
 
     @property
     def seconds_per_run(self) -> tuple[float, float] | None:
-        """(default, best) seconds of one production run: bytes per run / median bandwidth.
-
-        From the re-measurement when present; else the baseline and the best
-        single run (an optimistic estimate until confirmed).
-        """
-        if not self.bytes_per_run:
+        """(default, recommended) seconds of one production run: bytes per run / the re-measured median
+        bandwidths (None before a confirmation: a best single run is not what production will see)."""
+        if not self.bytes_per_run or self.headline is None:
             return None
-        if self.headline is not None:
-            default, best = (s.median for s in self.headline)
-        elif self.default and self.best_value is not None:
-            default, best = self.default.median, self.best_value
-        else:
-            return None
+        default, best = (s.median for s in self.headline)
         return self.bytes_per_run / (default * MB), self.bytes_per_run / (best * MB)
 
     @property
-    def viability_runs(self) -> float | None:
-        """Production runs after which tuning has paid for itself.
+    def confirmed_gain(self) -> bool:
+        """True when the confirmation shows a gain: its 95% interval lies above 1, and the recommendation is not
+        the system default. RoTI and the viability point exist only then."""
+        interval = self.speedup_interval()
+        return interval is not None and interval[0] > 1.0 and not self.keeps_default
 
-        ``tuning_seconds / (t_default - t_best)``, t = bytes per run /
-        bandwidth (see :attr:`seconds_per_run`); None when the best is no faster or the recommendation is the
-        system default.
-        """
-        if self.seconds_per_run is None or self.keeps_default:
+    @property
+    def viability_runs(self) -> float | None:
+        """Production runs after which tuning has paid for itself: ``tuning_seconds / (t_default - t_best)``,
+        t = bytes per run / re-measured bandwidth (:attr:`seconds_per_run`); None without a confirmed gain."""
+        if not self.confirmed_gain or self.seconds_per_run is None:
             return None
         t_default, t_best = self.seconds_per_run
         if t_default <= t_best:
@@ -173,8 +168,7 @@ class StudyReport:
         """The study's RoTI: the confirmed gain (re-measured median of the recommendation minus the default's,
         MB/s) per minute of tuning; None when nothing was confirmed, the confirmation shows no gain (its interval
         holds 1 or lies below, or it has none) or the recommendation is the system default."""
-        interval = self.speedup_interval()
-        if interval is None or interval[0] <= 1.0 or self.keeps_default or self.tuning_minutes <= 0:
+        if not self.confirmed_gain or self.tuning_minutes <= 0:
             return None
         default, best = self.headline
         return roti(best.median, default.median, self.tuning_minutes)
@@ -319,11 +313,14 @@ class StudyReport:
 
     def viability_text(self) -> str:
         """The viability point, its formula and the numbers put into it."""
-        formula = "tuning time / (t_default - t_best), t = bytes per run / bandwidth"
+        formula = "tuning time / (t_default - t_best), t = bytes per run / re-measured bandwidth"
         if self.keeps_default:
             return "never: the recommended configuration is the system default"
+        if not self.confirmed_gain:
+            return ("none: no confirmed gain (`iobo confirm` re-measures the default and the recommended "
+                    "configuration; a best single run is not what production will see)")
         if self.seconds_per_run is None:
-            return f"unknown: needs default and best bandwidths and the bytes per run ({formula})"
+            return f"unknown: needs the bytes per run ({formula})"
         t_default, t_best = self.seconds_per_run
         numbers = f"{self.tuning_minutes * 60:,.1f} s / ({t_default:.4g} s - {t_best:.4g} s)"
         if self.viability_runs is None:

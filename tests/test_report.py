@@ -190,7 +190,13 @@ def test_viability_point_is_tuning_time_over_time_saved_per_run(study):
     for minute in (1, 2, 3):
         add(study, 100.0, ROLE_DEFAULT, minute, bytes=gigabytes)
     add(study, 150.0, ROLE_SEARCH, 5, files="per_process", bytes=gigabytes)
-    report = build_report(study)  # unconfirmed: the baseline and the best single run, an optimistic estimate
+    report = build_report(study)  # unconfirmed: a best single run is not what production will see
+    assert report.seconds_per_run is None and report.viability_runs is None
+    assert report.viability_text().startswith("none: no confirmed gain")
+    for minute in range(21, 31, 2):
+        add(study, 100.0, ROLE_CONFIRM_DEFAULT, minute, bytes=gigabytes)
+        add(study, 150.0, ROLE_CONFIRM_BEST, minute + 1, files="per_process", bytes=gigabytes)
+    report = build_report(study)
     # one run: 3 GB at 100 MB/s = 30 s by default, at 150 MB/s = 20 s; the trials ran 4 min (minute 4 was idle)
     assert report.seconds_per_run == pytest.approx((30.0, 20.0))
     assert report.viability_runs == pytest.approx(240 / (30 - 20))
