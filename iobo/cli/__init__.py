@@ -18,8 +18,8 @@ import warnings
 
 from iobo.errors import Interrupted, IoboError, IoboWarning
 
-COMMANDS = ("tune", "confirm", "minimize", "best", "export", "run", "report", "importance", "space", "kernels",
-            "characterize",
+COMMANDS = ("tune", "confirm", "minimize", "best", "export", "run", "record", "check", "report", "importance", "space",
+            "kernels", "characterize",
             "dashboard")
 """The commands, in the order ``iobo --help`` lists them; each is the module ``iobo.cli.<name>``."""
 

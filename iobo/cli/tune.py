@@ -41,6 +41,14 @@ def add_parser(sub) -> None:
                                                                "(default: every one the shim applies)")
     program.add_argument("--keep", action="store_true", help="keep each trial's directory (its {workdir}, hints "
                                                              "file and shim report)")
+    kernel = p.add_argument_group(
+        "a recorded program", "tune the kernel of a trace `iobo record` saved: its I/O replayed without the "
+        "computation (python -m iobo.replay.run), under the shim; the configuration found is the program's")
+    kernel.add_argument("--trace", metavar="TRACE", help="the trace (--ranks must be its ranks)")
+    kernel.add_argument("--steps", type=common.positive_int, metavar="K",
+                        help="replay K of the N repetitions of each repeated block (default: all)")
+    kernel.add_argument("--compute", default="none", metavar="none|recorded|scale=X",
+                        help="the computation between I/O calls: none (default), slept as recorded, or X times it")
     p.add_argument("--ranks", type=int, default=2, help="MPI ranks per trial (default: %(default)s)")
     p.add_argument("--trials", type=int, default=30, help="finished trials the study should hold, default runs included")
     common.add_storage_args(p)
@@ -127,10 +135,12 @@ def _what(args):
     from iobo.errors import ConfigError
     from iobo.kernels.command import CommandSpec, Knob, Objective, load_spec
 
-    given = [name for name, value in (("KERNEL", args.kernel), ("--command", args.template), ("--spec", args.spec))
-             if value is not None]
+    given = [name for name, value in (("KERNEL", args.kernel), ("--command", args.template), ("--spec", args.spec),
+                                      ("--trace", args.trace)) if value is not None]
     if len(given) != 1:
-        raise ConfigError(f"tune takes one of KERNEL, --command or --spec; got {', '.join(given) or 'none'}")
+        raise ConfigError(f"tune takes one of KERNEL, --command, --spec or --trace; got {', '.join(given) or 'none'}")
+    if args.trace is None and (args.steps is not None or args.compute != "none"):
+        raise ConfigError("--steps and --compute apply to --trace (a recorded program's kernel)")
     program_flags = [flag for flag, used in (("--knob", args.knob), ("--env-knob", args.env_knob),
                                              ("--objective", args.objective), ("--params", args.params),
                                              ("--keep", args.keep)) if used]
@@ -144,7 +154,15 @@ def _what(args):
     knobs = tuple(Knob.parse(k) for k in args.knob) + tuple(Knob.parse(k, env=True) for k in args.env_knob)
     objective = Objective.parse(args.objective, args.objective_unit) if args.objective else None
     params = [name.strip() for name in args.params.split(",")] if args.params else None
-    if args.spec:
+    if args.trace:
+        from iobo.replay.record import kernel_spec, warn_if_unchecked
+
+        if knobs or objective:
+            raise ConfigError("--knob, --env-knob and --objective apply to --command or --spec; a trace's kernel "
+                              "has no knobs and is measured by the shim")
+        spec = kernel_spec(args.trace, args.steps, args.compute, args.ranks, params)
+        warn_if_unchecked(args.trace)
+    elif args.spec:
         spec = load_spec(args.spec, objective=objective, params=params)
         if knobs:
             spec = CommandSpec(spec.template, spec.knobs + knobs, spec.objective, spec.params, spec.cwd, spec.name)

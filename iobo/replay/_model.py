@@ -51,6 +51,10 @@ class Trace:
     outside: list[str] = field(default_factory=list)  # files it used elsewhere, absolute
     not_recorded: list[str] = field(default_factory=list)
     tail_gap_s: list[float] = field(default_factory=list)  # per rank: from the last call to the end
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """About the recording run (``iobo record``, :func:`iobo.replay.record`): ``command`` (argv), ``cwd``,
+    ``ranks``, ``wall_s`` (the job's wall time, seconds), ``io_s`` (the slowest rank's seconds in I/O phases),
+    ``recorded_at`` (ISO 8601) and ``signature`` (:func:`iobo.replay.signature.signature` of its shim report)."""
 
     @classmethod
     def from_events(cls, per_rank: list[list[dict[str, Any]]], **fields: Any) -> "Trace":
@@ -76,11 +80,16 @@ class Trace:
         """The counts N of rank ``rank``'s top-level repeated blocks, in order."""
         return [item.count for item in self.events[rank] if isinstance(item, Repeat)]
 
+    def folds(self) -> list[tuple[int, int]]:
+        """The distinct (N, items in its block) of every rank's top-level repeated blocks, sorted."""
+        return sorted({(item.count, len(item.body)) for items in self.events for item in items
+                       if isinstance(item, Repeat)})
+
     def to_json(self) -> dict[str, Any]:
         return {"format": TRACE_FORMAT, "version": TRACE_VERSION, "ranks": self.ranks, "program": self.program,
                 "argv": self.argv, "cwd": self.cwd, "workdir": self.workdir, "outside": self.outside,
                 "not_recorded": self.not_recorded, "gap_floor_s": GAP_FLOOR_S, "tail_gap_s": self.tail_gap_s,
-                "events": [[item.to_json() for item in items] for items in self.events]}
+                "metadata": self.metadata, "events": [[item.to_json() for item in items] for items in self.events]}
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the trace as one JSON file."""
@@ -90,18 +99,40 @@ class Trace:
     def load(cls, path: str | os.PathLike) -> "Trace":
         """Read a trace :meth:`save` wrote; :class:`ConfigError` for anything else."""
         try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
+            data = json.loads(_mapped(path))
+        except (OSError, ValueError) as exc:
             raise ConfigError(f"the replay trace {path} must be a JSON file saved by Trace.save; cannot read it: "
                               f"{exc}") from exc
         if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT or data.get("version") != TRACE_VERSION:
             seen = (data.get("format"), data.get("version")) if isinstance(data, dict) else None
             raise ConfigError(f"{path} is not a replay trace of format {TRACE_FORMAT!r} version {TRACE_VERSION} "
                               f"(format, version seen: {seen}); make it with iobo.replay.read_raw(PREFIX).save(PATH)")
-        return cls(ranks=data["ranks"], events=[[item_from_json(item) for item in items] for items in data["events"]],
-                   program=data.get("program"), argv=data.get("argv", []), cwd=data.get("cwd"),
-                   workdir=data.get("workdir"), outside=data.get("outside", []),
-                   not_recorded=data.get("not_recorded", []), tail_gap_s=data.get("tail_gap_s", []))
+        try:
+            trace = cls(ranks=data["ranks"],
+                        events=[[item_from_json(item) for item in items] for items in data["events"]],
+                        program=data.get("program"), argv=data.get("argv", []), cwd=data.get("cwd"),
+                        workdir=data.get("workdir"), outside=data.get("outside", []),
+                        not_recorded=data.get("not_recorded", []), tail_gap_s=data.get("tail_gap_s", []),
+                        metadata=data.get("metadata", {}))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ConfigError(f"the replay trace {path} is damaged ({type(exc).__name__}: {exc}): record it again "
+                              f"(iobo record)") from None
+        if not isinstance(trace.ranks, int) or trace.ranks < 1 or len(trace.events) != trace.ranks:
+            raise ConfigError(f"the replay trace {path} is damaged: it says {trace.ranks!r} ranks and holds events "
+                              f"of {len(trace.events)}; record it again (iobo record)")
+        return trace
+
+
+def _mapped(path: str | os.PathLike) -> bytes:
+    """A file's bytes read through mmap, which the shim does not trace or count: a replay reading its own trace
+    does no I/O its signature would show (the program never read it)."""
+    import mmap
+
+    with open(path, "rb") as stream:
+        if os.fstat(stream.fileno()).st_size == 0:
+            return b""
+        with mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            return bytes(mapped)
 
 
 def event_bytes(event: dict[str, Any]) -> int:

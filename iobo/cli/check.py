@@ -1,0 +1,49 @@
+"""``iobo check --trace TRACE``: is the trace's kernel faithful to its program? Their I/O signatures side by side,
+then a few configurations on both, interleaved: speedups, their rank correlation, the time a kernel trial saves
+(:mod:`iobo.replay.check`). The result goes to ``TRACE.check.json``; ``iobo tune --trace`` warns without a pass."""
+
+from __future__ import annotations
+
+import sys
+
+from iobo.cli import common
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("check", help="compare a recorded trace's kernel with its program (signatures, speedups)")
+    p.add_argument("--trace", required=True, help="the trace iobo record saved")
+    p.add_argument("--configs", type=common.positive_int, default=4,
+                   help="configurations run on both, the default included (default: %(default)s)")
+    p.add_argument("--repeats", type=common.positive_int, default=3,
+                   help="runs of each configuration on each side (default: %(default)s)")
+    p.add_argument("--workdir", help="where the kernel writes (default: the directory the program wrote into)")
+    p.add_argument("--mpiexec", default=None, help="MPI launcher (default: mpiexec.mpich or $IOBO_MPIEXEC)")
+    p.add_argument("--timeout", type=float, default=600.0, help="limit of each run, seconds (default: %(default)g)")
+
+
+def run(args) -> int:
+    from iobo.replay.check import check
+    from iobo.replay.record import check_path
+    from iobo.replay.signature import render
+
+    result = check(args.trace, args.configs, args.repeats, args.workdir, common.launcher(args.mpiexec), args.timeout,
+                   echo=lambda line: print(f"iobo check: {line}", file=sys.stderr, flush=True))
+    print("I/O signature, default configuration (error: |kernel - program| / program):")
+    print(render(result["signature"]))
+    print()
+    print(f"{'configuration':<30} {'program':>9} {'kernel':>9}   (speedup over the default, median of "
+          f"{result['repeats']})")
+    for item in result["configurations"]:
+        print(f"{item['name']:<30} {item['program_speedup']:>8.3g}x {item['kernel_speedup']:>8.3g}x")
+    rho = result["spearman"]
+    print(f"rank correlation (Spearman), kernel vs program: {'-' if rho is None else f'{rho:.2f}'}"
+          + ("" if rho is not None else " (needs 3 configurations with different speedups)"))
+    walls = result["median_wall_s"]
+    print(f"median trial wall time: program {walls['program']:.3g} s, kernel {walls['kernel']:.3g} s "
+          f"({walls['program'] / walls['kernel']:.2g}x)")
+    verdict = "PASS" if result["passed"] else "FAIL"
+    print(f"{verdict}: bytes per level within {100 * result['thresholds']['bytes']:g}%, operation counts within "
+          f"{100 * result['thresholds']['calls']:g}%, same datasets and layouts; saved {check_path(args.trace)}")
+    for failure in result["failures"]:
+        print(f"  {failure}")
+    return 0 if result["passed"] else 1

@@ -1,0 +1,157 @@
+"""Is a trace's kernel faithful to its program? (``iobo check --trace``, issue 28 item 3)
+
+:func:`check` runs the recorded program (its command line, directory and
+ranks, from the trace's metadata) and the kernel (:func:`kernel_spec`) under
+the shim:
+
+1. once each with the system default: their I/O signatures side by side
+   (:func:`iobo.replay.signature.compare`), judged against :data:`THRESHOLDS`
+   (bytes per level within 0.1%, operation counts within 2%: issue 28's
+   targets) and the same datasets and layouts;
+2. then :data:`SPREAD` configurations (the default first, then the first
+   ``configs - 1`` of the others valid in the space), kernel and program
+   interleaved, ``repeats`` runs each: each configuration's speedup over
+   the default on both (median bandwidths, the shim's objective), their
+   Spearman rank correlation, and both median wall times (what a kernel
+   trial saves).
+
+The result is stored next to the trace (``<trace>.check.json``,
+:func:`iobo.replay.record.check_path`); ``iobo tune --trace`` warns when it
+is missing, failed or of another recording.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import statistics
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from iobo.errors import ConfigError, SpaceError
+from iobo.space import KiB, MiB
+
+THRESHOLDS = {"bytes": 0.001, "calls": 0.02}
+"""Largest relative error, kernel vs program, of each level's bytes and of its operation counts for a pass."""
+SPREAD = (
+    ("default", {}),
+    ("chunked 1 MiB", {"layout": "chunked", "chunk_size": MiB}),
+    ("collective buffering 4 MiB", {"romio_cb_write": "enable", "cb_buffer_size": 4 * MiB}),
+    ("aligned 1 MiB over 64 KiB", {"alignment_interval": MiB, "alignment_threshold": 64 * KiB}),
+    ("collective transfers", {"transfer_mode": "collective"}),
+    ("data sieving off", {"romio_ds_write": "disable"}),
+    ("independent writes", {"romio_cb_write": "disable"}),
+    ("chunked 4 MiB, collective", {"layout": "chunked", "chunk_size": 4 * MiB, "transfer_mode": "collective"}),
+)
+"""The configurations a check runs, in order, as changes from the default: deterministic, spread over the layers
+(HDF5 layout, ROMIO collective buffering, HDF5 alignment, the transfer mode, data sieving)."""
+
+
+def trace_digest(path: str | os.PathLike) -> str:
+    """The SHA-256 of a trace file (a check belongs to one recording)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def configurations(space, count: int) -> list[tuple[str, dict[str, Any]]]:
+    """The first ``count`` of :data:`SPREAD` valid in ``space`` (changes on parameters it lacks, or that break
+    its constraints, are left out), as (name, full values)."""
+    from iobo.config import IOConfig
+
+    if count < 1:
+        raise ConfigError(f"a check runs at least the default configuration: configs must be >= 1; got {count}")
+    chosen = []
+    for name, changes in SPREAD:
+        if set(changes) - set(space.names):
+            continue
+        try:
+            config = IOConfig.from_values(changes, space)
+        except (ConfigError, SpaceError):
+            continue
+        chosen.append((name, dict(config.values)))
+        if len(chosen) == count:
+            break
+    return chosen
+
+
+def failures(rows: list[Mapping[str, Any]]) -> list[str]:
+    """The signature rows beyond :data:`THRESHOLDS` (a level's bytes or calls) or a dataset's layout differing."""
+    found = []
+    for row in rows:
+        words = row["what"].split()
+        kind = words[-1] if len(words) == 3 and words[0] in ("hdf5", "mpiio", "posix") else None
+        if kind in THRESHOLDS and row["error"] is not None and row["error"] > THRESHOLDS[kind]:
+            found.append(f"{row['what']}: program {row['program']}, kernel {row['kernel']} "
+                         f"({100 * row['error']:.3g}% > {100 * THRESHOLDS[kind]:g}%)")
+        elif words[0] == "dataset" and row["error"]:
+            found.append(f"{row['what']}: program {row['program']}, kernel {row['kernel']}")
+    return found
+
+
+def check(trace_path: str | os.PathLike, configs: int = 4, repeats: int = 3, workdir: str | os.PathLike | None = None,
+          launcher=None, timeout_s: float = 600.0, echo=None) -> dict[str, Any]:
+    """Check the kernel of the trace at ``trace_path`` against its program (the module's steps 1 and 2), store the
+    result at ``<trace>.check.json`` and return it. ``workdir``: where the kernel's trials write (default: the
+    directory the program wrote into, the same file system); ``echo``: called with a line per run."""
+    from scipy.stats import spearmanr
+
+    from iobo.launch import KernelJob, MpiexecLauncher, prepare_workdir, run_kernel
+    from iobo.replay.record import ProgramRun, check_path, kernel_spec, load_trace, program_spec
+    from iobo.replay.signature import compare, signature
+
+    if repeats < 1:
+        raise ConfigError(f"repeats (runs of each configuration on each side) must be >= 1; got {repeats}")
+    trace = load_trace(trace_path)
+    ranks = trace.metadata["ranks"]
+    kernel = ProgramRun.of(kernel_spec(trace_path, ranks=ranks))
+    program = ProgramRun.of(program_spec(trace))
+    workdir = prepare_workdir(workdir or trace.workdir or trace.metadata["cwd"])
+    launcher = launcher or MpiexecLauncher()
+    chosen = configurations(kernel.space(), configs)
+    say = echo or (lambda line: None)
+
+    def run(spec, values, label):
+        job = KernelJob(kernel=spec, values=values, ranks=ranks, workdir=str(workdir), launcher=launcher,
+                        timeout_s=timeout_s, tag="check")
+        outcome = run_kernel(job)
+        say(f"{label}: {outcome['mb_per_s']:.4g} MB/s, {outcome['wall_seconds']:.3g} s")
+        return outcome
+
+    default = chosen[0][1]
+    first = {side: run(spec, default, f"{side} default") for side, spec in (("program", program), ("kernel", kernel))}
+    rows = compare(signature(first["program"]["report"]), signature(first["kernel"]["report"]))
+    failed = failures(rows)
+
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {name: {"program": [], "kernel": []} for name, _ in chosen}
+    for repeat in range(repeats):
+        for name, values in chosen:
+            for side, spec in (("kernel", kernel), ("program", program)):
+                outcome = run(spec, values, f"{side} {name} ({repeat + 1}/{repeats})")
+                runs[name][side].append({"mb_per_s": outcome["mb_per_s"], "wall_s": outcome["wall_seconds"]})
+
+    def median(name, side, key):
+        return statistics.median(r[key] for r in runs[name][side])
+
+    results = []
+    for name, values in chosen:
+        results.append({"name": name, "changes": {k: v for k, v in values.items() if default.get(k, None) != v},
+                        **{f"{side}_speedup": median(name, side, "mb_per_s") / median(chosen[0][0], side, "mb_per_s")
+                           for side in ("kernel", "program")}})
+    correlation = None
+    if len(results) >= 3:
+        rho = spearmanr([r["kernel_speedup"] for r in results], [r["program_speedup"] for r in results]).statistic
+        correlation = None if rho != rho else float(rho)  # NaN when one side's speedups are all equal
+    walls = {side: statistics.median(r["wall_s"] for name, _ in chosen for r in runs[name][side])
+             for side in ("kernel", "program")}
+    result = {
+        "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "trace": str(Path(trace_path).resolve()), "trace_sha256": trace_digest(trace_path),
+        "ranks": ranks, "repeats": repeats, "thresholds": THRESHOLDS,
+        "signature": rows, "failures": failed, "passed": not failed,
+        "configurations": results, "spearman": correlation,
+        "median_wall_s": walls, "runs": runs,
+    }
+    check_path(trace_path).write_text(json.dumps(result, indent=1, default=str) + "\n")
+    return result
