@@ -8,6 +8,7 @@ Checked on: optuna 5.0.0, optuna-dashboard 0.21.0, ray 2.60.0.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 DASHBOARD_FIGURE_PREFIX = "dashboard:plot_data:"
@@ -91,6 +92,32 @@ def import_ped_anova_without_scikit_learn():
     finally:
         del sys.modules["sklearn"]
     return PedAnovaImportanceEvaluator
+
+
+def save_dashboard_note(study_or_trial, body: str) -> None:
+    """optuna-dashboard's ``save_note`` (0.21.0), loaded from its module file alone: importing the package
+    ``optuna_dashboard`` first loads its web app and, through it, scikit-learn and torch (about 4 s here), which
+    a tuner paid at its first trial's note, and a Ctrl-C during the first trial waited for. The note module
+    itself needs only Optuna. When the package is loaded already, its own function is used."""
+    import importlib.util
+    import sys
+
+    if "optuna_dashboard" in sys.modules:
+        from optuna_dashboard import save_note
+
+        return save_note(study_or_trial, body)
+    name = "iobo._optuna_dashboard_note"
+    module = sys.modules.get(name)
+    if module is None:
+        package = importlib.util.find_spec("optuna_dashboard")
+        if package is None or not package.submodule_search_locations:
+            raise ImportError("optuna-dashboard is not installed: pip install optuna-dashboard")
+        path = os.path.join(next(iter(package.submodule_search_locations)), "_note.py")
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    module.save_note(study_or_trial, body)
 
 
 def trial_handle(study, trial):

@@ -64,15 +64,11 @@ def annotate(study) -> None:
 
 def save_trial_note(study, trial) -> None:
     """Save :func:`trial_note` of ``trial`` (a ``FrozenTrial`` of ``study``) as its dashboard note."""
-    from optuna_dashboard import save_note
-
-    save_note(_compat.trial_handle(study, trial), trial_note(trial, _space(study)))
+    _compat.save_dashboard_note(_compat.trial_handle(study, trial), trial_note(trial, _space(study)))
 
 
 def save_study_figures(study) -> list[str]:
     """Save the study's note and its figures (plotly graph objects); returns the figure ids saved."""
-    from optuna_dashboard import save_note
-
     from iobo import plots
     from iobo.importance import MIN_GP_TRIALS, robust_importance
     from iobo.report import build_report
@@ -91,7 +87,7 @@ def save_study_figures(study) -> list[str]:
                  f"completed configurations.\n")
     else:
         note += f"\n#### Parameter importance\n\n{_code(importance.text())}\n"
-    save_note(study, note)
+    _compat.save_dashboard_note(study, note)
     return saved
 
 

@@ -277,3 +277,22 @@ def test_iobo_dashboard_serves_a_study_from_every_storage(storage):
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_a_trial_note_is_saved_without_loading_the_dashboard_app(tmp_path):
+    """The first trial's note used to import optuna_dashboard, its web app and through it scikit-learn and torch
+    (about 4 s, which a Ctrl-C during the first trial waited for): the note is saved from its module alone, and
+    optuna-dashboard's own reader reads it back."""
+    script = f"""
+import sys, optuna
+from iobo.integrations.dashboard import save_trial_note
+study = optuna.create_study(storage="sqlite:///{tmp_path}/s.db", study_name="s")
+trial = study.ask(); trial.set_user_attr("role", "default"); study.tell(trial, 1.0)
+save_trial_note(study, study.trials[0])
+assert not [m for m in ("optuna_dashboard", "sklearn", "torch") if m in sys.modules], sorted(sys.modules)[:5]
+from optuna_dashboard import get_note
+print(get_note(optuna.Trial(study, study.trials[0]._trial_id)))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("**1 MB/s** (default)")
