@@ -13,6 +13,10 @@
 - ``python -m iobo.replay.run TRACE --workdir DIR`` (:mod:`iobo.replay.run`)
   makes the same calls with synthetic data, under ``mpiexec`` and the shim
   like the program.
+- :func:`record` runs a program once under the shim and returns its trace
+  with metadata (``iobo record``); :func:`kernel_spec` makes a trace a
+  kernel of ``iobo tune`` (``--trace``); :mod:`iobo.replay.check` compares
+  the kernel with its program (``iobo check``).
 - :mod:`iobo.replay.signature`: a run's I/O signature from the shim's report
   and the comparison of a kernel's with the program's.
 
@@ -22,6 +26,8 @@ Importing this package loads neither h5py nor mpi4py.
 from iobo.replay._model import (GAP_FLOOR_S, OPEN_OPS, TRACE_FORMAT, TRACE_VERSION, WORKDIR, Trace, event_bytes,
                                opens_for_writing, without_gap)
 from iobo.replay._raw import NEVER_RECORDED, RAW_FORMAT, RAW_VERSION, raw_files, read_raw
+from iobo.replay.record import kernel_spec, record
 
 __all__ = ["GAP_FLOOR_S", "NEVER_RECORDED", "OPEN_OPS", "RAW_FORMAT", "RAW_VERSION", "TRACE_FORMAT", "TRACE_VERSION",
-           "WORKDIR", "Trace", "event_bytes", "opens_for_writing", "raw_files", "read_raw", "without_gap"]
+           "WORKDIR", "Trace", "event_bytes", "kernel_spec", "opens_for_writing", "raw_files", "read_raw", "record",
+           "without_gap"]

@@ -23,7 +23,6 @@ is missing, failed or of another recording.
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import os
 import statistics
@@ -48,11 +47,6 @@ SPREAD = (
 )
 """The configurations a check runs, in order, as changes from the default: deterministic, spread over the layers
 (HDF5 layout, ROMIO collective buffering, HDF5 alignment, the transfer mode, data sieving)."""
-
-
-def trace_digest(path: str | os.PathLike) -> str:
-    """The SHA-256 of a trace file (a check belongs to one recording)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def configurations(space, count: int) -> list[tuple[str, dict[str, Any]]]:
@@ -98,7 +92,7 @@ def check(trace_path: str | os.PathLike, configs: int = 4, repeats: int = 3, wor
     from scipy.stats import spearmanr
 
     from iobo.launch import KernelJob, MpiexecLauncher, prepare_workdir, run_kernel
-    from iobo.replay.record import ProgramRun, check_path, kernel_spec, load_trace, program_spec
+    from iobo.replay.record import ProgramRun, check_path, kernel_spec, load_trace, program_spec, trace_digest
     from iobo.replay.signature import compare, signature
 
     if repeats < 1:

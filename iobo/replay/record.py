@@ -164,6 +164,13 @@ def program_spec(trace: Trace) -> CommandSpec:
                        name=trace.metadata.get("program", ""))
 
 
+def trace_digest(path: str | os.PathLike) -> str:
+    """The SHA-256 of a trace file (a check belongs to one recording)."""
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def check_path(trace_path: str | os.PathLike) -> Path:
     """Where the fidelity check of a trace is stored: ``<trace>.check.json``."""
     return Path(f"{os.fspath(trace_path)}{CHECK_SUFFIX}")
@@ -172,8 +179,6 @@ def check_path(trace_path: str | os.PathLike) -> Path:
 def unchecked_reason(trace_path: str | os.PathLike) -> str | None:
     """Why a trace's kernel is not known faithful (no check, a failed one, one of another trace), or None."""
     import json
-
-    from iobo.replay.check import trace_digest
 
     path = check_path(trace_path)
     if not path.is_file():
@@ -200,5 +205,6 @@ def warn_if_unchecked(trace_path: str | os.PathLike) -> None:
 
 
 __all__ = ["CHECK_SUFFIX", "TRACE_PREFIX", "ProgramRun", "check_path", "check_ranks", "command_template",
-           "default_trace_path", "kernel_spec", "load_trace", "program_spec", "record", "unchecked_reason",
+           "default_trace_path", "kernel_spec", "load_trace", "program_spec", "record", "trace_digest",
+           "unchecked_reason",
            "warn_if_unchecked"]
