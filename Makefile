@@ -61,9 +61,9 @@ demo: setup
 	  $(PY) -m iobo.demo
 
 # LD_PRELOAD shim applying IOBO_* settings to an unmodified program (adapters/README.md),
-# one source per level (adapters/preload/common.h)
-ADAPTER_SRC  := $(addprefix adapters/preload/,common.c hdf5.c mpiio.c posix.c trace.c)
-$(ADAPTER): $(ADAPTER_SRC) adapters/preload/common.h
+# one source per level (iobo/_shim/common.h; in the package, so a wheel carries it: `iobo shim build`)
+ADAPTER_SRC  := $(addprefix iobo/_shim/,common.c hdf5.c mpiio.c posix.c trace.c)
+$(ADAPTER): $(ADAPTER_SRC) iobo/_shim/common.h
 	$(MPICC) -shared -fPIC -O2 -Wall -Wextra $$(pkg-config --cflags $(HDF5_PC)) -o $@ $(ADAPTER_SRC) -ldl $$(pkg-config --libs $(HDF5_PC))
 
 test: setup $(ADAPTER)
