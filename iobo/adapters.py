@@ -80,12 +80,13 @@ def preload_env(
 
 
 def interpreter_directories() -> list[str]:
-    """This Python's own directories (its prefixes and library paths): the shim does not count files under them
-    (``IOBO_PRELOAD_EXCLUDE``), so a Python program's imports are not its I/O."""
+    """This Python's own directories (its prefixes and library paths) and iobo's package (a source checkout is
+    outside them): the shim does not count files under them (``IOBO_PRELOAD_EXCLUDE``), so a Python program's
+    imports, a replay kernel's included, are not its I/O."""
     import sysconfig
 
-    found = {sys.prefix, sys.base_prefix, *(sysconfig.get_paths().get(key, "") for key in
-                                             ("stdlib", "platstdlib", "purelib", "platlib"))}
+    found = {sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parent),
+             *(sysconfig.get_paths().get(key, "") for key in ("stdlib", "platstdlib", "purelib", "platlib"))}
     return sorted(os.path.realpath(d) for d in found if d)
 
 

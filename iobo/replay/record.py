@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import iobo
 from iobo.errors import ConfigError, IoboWarning
 from iobo.kernels.command import REPORT_PREFIX, CommandSpec
 from iobo.replay._model import Trace
@@ -58,9 +57,6 @@ class ProgramRun(CommandSpec):
 
     def prepare(self, trial_dir, config, options, job):
         launch = super().prepare(trial_dir, config, options, job)
-        # iobo's own modules (a source checkout is not under the interpreter's directories): a replay reads them at
-        # import, its program never did
-        launch.env["IOBO_PRELOAD_EXCLUDE"] += f":{Path(iobo.__file__).resolve().parent}"
         if self.trace:
             (trial_dir / TRACE_PREFIX).parent.mkdir(parents=True)
             launch.env["IOBO_PRELOAD_TRACE"] = str(trial_dir / TRACE_PREFIX)
