@@ -654,18 +654,14 @@ herr_t H5Fclose(hid_t file_id)
  * dataset's cache is written at H5Dclose) and are traced. */
 typedef herr_t (*H5Fflush_fn)(hid_t, H5F_scope_t);
 typedef hid_t (*H5Dopen2_fn)(hid_t, const char *, hid_t);
-typedef herr_t (*H5Dclose_fn)(hid_t);
 typedef herr_t (*H5Dset_extent_fn)(hid_t, const hsize_t *);
 typedef hid_t (*H5Acreate2_fn)(hid_t, const char *, hid_t, hid_t, hid_t, hid_t);
 typedef herr_t (*H5Awrite_fn)(hid_t, hid_t, const void *);
-typedef herr_t (*H5Aclose_fn)(hid_t);
 static H5Fflush_fn real_H5Fflush;
 static H5Dopen2_fn real_H5Dopen2;
-static H5Dclose_fn real_H5Dclose;
 static H5Dset_extent_fn real_H5Dset_extent;
 static H5Acreate2_fn real_H5Acreate2;
 static H5Awrite_fn real_H5Awrite;
-static H5Aclose_fn real_H5Aclose;
 
 herr_t H5Fflush(hid_t object_id, H5F_scope_t scope)
 {
@@ -702,18 +698,27 @@ hid_t H5Dopen2(hid_t loc_id, const char *name, hid_t dapl_id)
     return dataset;
 }
 
-herr_t H5Dclose(hid_t dset_id)
-{
-    H5Dclose_fn real = REAL(H5Dclose);
-    if (!real)
-        return -1;
-    add(&hdf5_calls, 1);
-    uint64_t phase = phase_enter();
-    herr_t status = real(dset_id);
-    phase_leave(PHASE_HDF5, phase);
-    trace_handle("H5Dclose", phase, "dset", dset_id, status >= 0);
-    return status;
-}
+
+/* A close: it counts in the I/O phases (a chunked dataset's cache is written
+ * at H5Dclose) and is traced with the handle under `key`. */
+#define HDF5_CLOSE_WRAPPER(name, key)                              \
+    typedef herr_t (*name##_fn)(hid_t);                           \
+    static name##_fn real_##name;                                 \
+    herr_t name(hid_t id)                                         \
+    {                                                             \
+        name##_fn real = REAL(name);                              \
+        if (!real)                                                \
+            return -1;                                            \
+        add(&hdf5_calls, 1);                                      \
+        uint64_t phase = phase_enter();                           \
+        herr_t status = real(id);                                 \
+        phase_leave(PHASE_HDF5, phase);                           \
+        trace_handle(#name, phase, key, id, status >= 0);         \
+        return status;                                            \
+    }
+
+HDF5_CLOSE_WRAPPER(H5Dclose, "dset")
+HDF5_CLOSE_WRAPPER(H5Aclose, "attr")
 
 herr_t H5Dset_extent(hid_t dset_id, const hsize_t size[])
 {
@@ -791,18 +796,6 @@ herr_t H5Awrite(hid_t attr_id, hid_t mem_type_id, const void *buf)
     return status;
 }
 
-herr_t H5Aclose(hid_t attr_id)
-{
-    H5Aclose_fn real = REAL(H5Aclose);
-    if (!real)
-        return -1;
-    add(&hdf5_calls, 1);
-    uint64_t phase = phase_enter();
-    herr_t status = real(attr_id);
-    phase_leave(PHASE_HDF5, phase);
-    trace_handle("H5Aclose", phase, "attr", attr_id, status >= 0);
-    return status;
-}
 
 /* ------------------------------------------------------------------------ */
 /* H5Dcreate2 / H5Dcreate1 / H5Dcreate_anon: chunked layout                  */
