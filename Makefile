@@ -10,6 +10,9 @@ SHELL := /bin/bash
 VENV      := .venv
 PY        := $(VENV)/bin/python
 PIP       := $(PY) -m pip --disable-pip-version-check -q
+# the exact versions CI uses (pyproject.toml has lower bounds only)
+PIN       := $(PIP) install -c constraints.txt
+EXTRAS    := dev,ray,postgres,experiments
 # MPICH everywhere: its ROMIO honours MPI-IO hints and ROMIO_HINTS, as Cray MPICH does.
 MPICC     := mpicc.mpich
 HDF5_PC   := hdf5-mpich
@@ -36,22 +39,22 @@ $(VENV)/.apt:
 
 $(VENV)/.python: $(VENV)/.apt
 	@test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) install "setuptools==80.9.0" "wheel==0.45.1"
-	$(PIP) install numpy==2.4.6 "cython==3.3.1" pkgconfig==1.6.0
+	$(PIN) setuptools wheel
+	$(PIN) numpy cython pkgconfig
 	@touch $@
 
 # mpi4py and h5py are compiled against Debian's MPICH and its parallel HDF5
 # (--no-build-isolation: otherwise pip builds a private mpi4py, >20 GB of memory).
 $(VENV)/.mpi: $(VENV)/.python
-	CC=$(MPICC) MPICC=$(MPICC) $(PIP) install --no-binary=mpi4py --no-build-isolation mpi4py==4.1.2
+	CC=$(MPICC) MPICC=$(MPICC) $(PIN) --no-binary=mpi4py --no-build-isolation mpi4py
 	CC=$(MPICC) HDF5_MPI=ON HDF5_PKGCONFIG_NAME=$(HDF5_PC) \
-	  $(PIP) install --no-binary=h5py --no-build-isolation h5py==3.16.0
+	  $(PIN) --no-binary=h5py --no-build-isolation h5py
 	$(PY) -c "import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 'h5py was built without MPI')"
 	@touch $@
 
-$(VENV)/.deps: $(VENV)/.mpi pyproject.toml
-	$(PIP) install torch==2.13.0
-	$(PIP) install -e '.[dev]'
+$(VENV)/.deps: $(VENV)/.mpi pyproject.toml constraints.txt
+	$(PIN) torch
+	$(PIN) -e '.[$(EXTRAS)]'
 	@touch $@
 
 setup: $(VENV)/.deps

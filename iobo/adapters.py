@@ -12,8 +12,11 @@ effect; :func:`read_report` merges that over the ranks::
     subprocess.run(["mpiexec.mpich", "-n", "4", "./app"], env=env)
     report = read_report("/abs/run/io")  # bytes_written, io_seconds, mb_per_s, not_applied, ...
 
-The program must use the libraries the shim was built against (Debian's
-MPICH and parallel HDF5 1.10.8).
+The program must use the MPI and HDF5 libraries the shim was built against:
+:func:`preload_library` picks a shim that does, and refuses a program that
+resolves others (:func:`iobo.shim.check_program`). In a clone that is
+``adapters/libiobo_preload.so`` (Debian's MPICH and parallel HDF5 1.10.8);
+an installed iobo builds its shim with ``iobo shim build`` (:mod:`iobo.shim`).
 """
 
 from __future__ import annotations
@@ -22,18 +25,23 @@ import json
 import os
 import re
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
+from iobo import shim
 from iobo.config import IOConfig
 from iobo.errors import ConfigError
 from iobo.measure import bandwidth_mb_per_s
 
 ADAPTERS_DIR = Path(__file__).resolve().parent.parent / "adapters"
-PRELOAD_NAME = "libiobo_preload.so"
+"""The clone's adapters/ (absent beside an installed package)."""
+PRELOAD_NAME = shim.LIBRARY_NAME
 BUILD_COMMAND = f"make -C {shlex.quote(str(ADAPTERS_DIR.parent))} adapters/{PRELOAD_NAME}"
+"""How a clone builds its shim; an installed iobo: ``iobo shim build`` (:data:`iobo.shim.BUILD_COMMAND`)."""
+LIBRARY_VARIABLE = "IOBO_PRELOAD_LIBRARY"
 
 
 SHIM_VARIABLES = tuple(f"IOBO_{name}" for name in (
@@ -44,12 +52,35 @@ SHIM_VARIABLES = tuple(f"IOBO_{name}" for name in (
 """The variables the shim reads (adapters/README.md), but ``IOBO_PRELOAD_VERBOSE``, which a user may set."""
 
 
-def preload_library() -> Path:
-    """Path of the built shim; raises :class:`ConfigError` with the build command when it is missing."""
-    path = ADAPTERS_DIR / PRELOAD_NAME
-    if not path.is_file():
-        raise ConfigError(f"the preload library {path} is not built; build it with: {BUILD_COMMAND} "
-                          f"(needs mpicc.mpich and libhdf5-mpich-dev)")
+def preload_library(program: str | os.PathLike | None = None) -> Path:
+    """Path of the shim to preload, the first of: ``$IOBO_PRELOAD_LIBRARY``; the clone's
+    ``adapters/libiobo_preload.so`` (when it resolves the MPI and HDF5 ``program`` does, or no program is
+    named); the newest shim of ``iobo shim build``'s cache built for them (:func:`iobo.shim.find`).
+
+    With ``program`` (an executable: a path, or a name looked up on PATH), the shim chosen must resolve the same
+    MPI and HDF5 libraries as the program (:func:`iobo.shim.check_program`). Raises :class:`ConfigError` with
+    the one command that builds a shim when none exists, or with the reason the program cannot run under it.
+    """
+    if program is not None and os.sep not in os.fspath(program):
+        program = shutil.which(os.fspath(program)) or program
+    explicit = os.environ.get(LIBRARY_VARIABLE)
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise ConfigError(f"{LIBRARY_VARIABLE}={explicit} is not a file: point it at a built shim "
+                              f"({shim.BUILD_COMMAND} prints where it puts one) or unset it")
+    else:
+        clone = ADAPTERS_DIR / PRELOAD_NAME
+        path = clone if clone.is_file() and (program is None or shim.fits(clone, program)) else None
+        path = path or shim.find(program) or (clone if clone.is_file() else None)
+        if path is None:
+            how = (f"{BUILD_COMMAND} (needs mpicc.mpich and libhdf5-mpich-dev), or {shim.BUILD_COMMAND}"
+                   if ADAPTERS_DIR.is_dir() else shim.BUILD_COMMAND)
+            where = f"{ADAPTERS_DIR} and {shim.cache_dir()}" if ADAPTERS_DIR.is_dir() else shim.cache_dir()
+            raise ConfigError(f"the preload library {PRELOAD_NAME} is not built; build it with: {how} "
+                              f"(looked in {where})")
+    if program is not None:
+        shim.check_program(program, path)
     return path
 
 
@@ -57,6 +88,7 @@ def preload_env(
     config: IOConfig,
     hints_path: str | os.PathLike | None = None,
     report_prefix: str | os.PathLike | None = None,
+    program: str | os.PathLike | None = None,
 ) -> dict[str, str]:
     """Environment variables that make a program started with them apply ``config``.
 
@@ -67,8 +99,9 @@ def preload_env(
     caller writes that file, e.g. with :func:`iobo.hdf5.shell_exports`).
     With ``report_prefix``, ``IOBO_PRELOAD_REPORT`` (made absolute): each
     process writes ``<prefix>.<rank>.json`` at exit, read by :func:`read_report`.
+    With ``program``, the shim is the one for its MPI and HDF5 (:func:`preload_library`).
     """
-    library = str(preload_library())
+    library = str(preload_library(program))
     chain = [library] + [p for p in os.environ.get("LD_PRELOAD", "").replace(":", " ").split() if p != library]
     app = {f"IOBO_{p.name.upper()}" for p in config.space.layer("app")}  # the program's own knobs: not the shim's
     settings = config.env(os.fspath(hints_path) if hints_path is not None else None)
@@ -95,18 +128,20 @@ def program_environment(
     hints_path: str | os.PathLike,
     report_prefix: str | os.PathLike | None = None,
     base: Mapping[str, str] | None = None,
+    program: str | os.PathLike | None = None,
 ) -> dict[str, str]:
     """The whole environment of a program run under the shim with ``config``: ``base`` (default: this
     process's) without the shim's settings (:data:`SHIM_VARIABLES`), ``ROMIO_HINTS`` and the shim it may carry
     from an earlier export, plus
-    :func:`preload_env`. Writes the ROMIO hints file at ``hints_path`` when ``config`` has hints."""
+    :func:`preload_env` (for ``program``, when given). Writes the ROMIO hints file at ``hints_path`` when
+    ``config`` has hints."""
     base = dict(os.environ if base is None else base)
-    library = str(preload_library())
+    library = str(preload_library(program))
     env = {k: v for k, v in base.items() if k not in SHIM_VARIABLES and k != "ROMIO_HINTS"}
     preload = [p for p in env.pop("LD_PRELOAD", "").replace(":", " ").split() if Path(p).name != PRELOAD_NAME]
     if config.mpi_hints():
         Path(hints_path).write_text(config.romio_hints_text())
-    settings = preload_env(config, hints_path, report_prefix)
+    settings = preload_env(config, hints_path, report_prefix, program)
     settings["LD_PRELOAD"] = ":".join([library, *preload])
     return {**env, **settings}
 
@@ -287,7 +322,7 @@ def read_report(prefix: str | os.PathLike) -> dict[str, Any]:
     if not paths:
         raise ConfigError(
             f"no shim report {os.fspath(prefix)}.<rank>.json: run the program with "
-            f"LD_PRELOAD={ADAPTERS_DIR / PRELOAD_NAME} and IOBO_PRELOAD_REPORT={os.path.abspath(os.fspath(prefix))} "
+            f"LD_PRELOAD=<the shim, preload_library()> and IOBO_PRELOAD_REPORT={os.path.abspath(os.fspath(prefix))} "
             f"(preload_env(..., report_prefix=...)) and let it reach MPI_Finalize or exit"
         )
     ranks = sorted((_load_rank(path) for path in paths), key=lambda r: r["rank"])

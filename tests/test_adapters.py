@@ -267,5 +267,7 @@ def test_preload_env_paths_are_absolute(library, monkeypatch, tmp_path):
 
 def test_missing_library_names_the_build_command(monkeypatch, tmp_path):
     monkeypatch.setattr(adapters, "ADAPTERS_DIR", tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no shim of `iobo shim build` either
+    monkeypatch.delenv("IOBO_PRELOAD_LIBRARY", raising=False)
     with pytest.raises(ConfigError, match=r"not built; build it with: make -C .* adapters/libiobo_preload.so"):
         adapters.preload_library()

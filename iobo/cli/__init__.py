@@ -19,7 +19,7 @@ import warnings
 from iobo.errors import Interrupted, IoboError, IoboWarning
 
 COMMANDS = ("tune", "confirm", "minimize", "best", "export", "run", "record", "check", "report", "importance", "space",
-            "kernels", "characterize",
+            "kernels", "characterize", "shim",
             "dashboard")
 """The commands, in the order ``iobo --help`` lists them; each is the module ``iobo.cli.<name>``."""
 

@@ -17,6 +17,7 @@ The exit code is the program's.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -54,6 +55,7 @@ def run(args) -> int:
     values, source = recommended(study, space)
     config = IOConfig(values, space)
     argv, cwd, ranks = list(args.argv), None, args.ranks
+    program = shutil.which(argv[0]) if argv else None  # refused when linked to another MPI or HDF5 than the shim
     knob_env: dict[str, str | None] = {}
     changed = config.changed()
     app = {p.name for p in space.layer("app")}
@@ -70,6 +72,7 @@ def run(args) -> int:
             ranks = ranks or study.user_attrs["ranks"]
             argv, knob_env = spec.render(values, Path(args.workdir).resolve(), "run", ranks)
             cwd = spec.cwd
+            program = spec.program_path(argv)
     elif not argv:
         raise ConfigError(f"iobo run needs the program to run after -- (study {study.study_name!r} tuned "
                           f"{trials.subject(study.user_attrs)}, not a command), e.g. iobo run -- ./app -o out.h5")
@@ -84,7 +87,7 @@ def run(args) -> int:
         Path(args.report).resolve().parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="iobo-run-") as scratch:
         hints = Path(args.hints_path or Path(scratch) / "romio-hints").resolve()
-        env = adapters.program_environment(config, hints, args.report)
+        env = adapters.program_environment(config, hints, args.report, program=program)
         for variable, value in knob_env.items():
             if value is None:
                 env.pop(variable, None)

@@ -408,23 +408,31 @@ class CommandSpec(JobSpec):
             raise ConfigError(f"the command template {self.template!r} gives no program to run")
         return argv, env
 
+    def program_path(self, argv: Sequence[str]) -> Path | None:
+        """The executable a rendered command line runs (:func:`_program`; relative to the command's directory, or
+        found on PATH); None when there is none."""
+        program = _program(argv)
+        if "/" in program:
+            path = Path(self.cwd, program)
+            return path if path.is_file() and os.access(path, os.X_OK) else None
+        found = shutil.which(program)
+        return Path(found) if found else None
+
     def check(self) -> None:
-        """The program exists here, the shim is built, the working directory exists."""
+        """The program exists here, the working directory exists, a shim is built for the MPI and HDF5 the
+        program is linked to (:func:`iobo.adapters.preload_library`)."""
         from iobo.adapters import preload_library
 
         if not Path(self.cwd).is_dir():
             raise ConfigError(f"the command's working directory {self.cwd} does not exist here; run from a "
                               f"machine that has it, or make the spec again where the program is")
-        program = _program(self.render(self.space().default(), Path(self.cwd), "0", 1)[0])
-        if "/" in program:
-            path = Path(self.cwd, program)
-            found = path.is_file() and os.access(path, os.X_OK)
-        else:
-            found = shutil.which(program) is not None
-        if not found:
+        argv = self.render(self.space().default(), Path(self.cwd), "0", 1)[0]
+        path = self.program_path(argv)
+        if path is None:
+            program = _program(argv)
             raise ConfigError(f"the program {program!r} of the command is not an executable file (looked "
                               f"{'in ' + self.cwd if '/' in program else 'on PATH'}): build it or fix the command")
-        preload_library()
+        preload_library(path)
         if "workdir" not in self._fields():
             warnings.warn(IoboWarning(
                 f"the command {self.template!r} has no {{workdir}}: every trial writes where the program chooses "
@@ -440,7 +448,8 @@ class CommandSpec(JobSpec):
         workdir.mkdir()
         (trial_dir / REPORT_PREFIX).parent.mkdir(parents=True)
         argv, knobs = self.render(config.values, workdir, job.tag or "run", job.ranks)
-        env = program_environment(config, trial_dir / "romio-hints", trial_dir / REPORT_PREFIX)
+        env = program_environment(config, trial_dir / "romio-hints", trial_dir / REPORT_PREFIX,
+                                  program=self.program_path(argv))
         for variable, value in knobs.items():
             if value is None:
                 env.pop(variable, None)

@@ -1,0 +1,114 @@
+"""iobo as a user installs it: the wheel built from this tree, alone in a fresh virtual environment (no source tree
+on its path), builds its shim with ``iobo shim build`` and tunes a compiled MPI + HDF5 program with ``--command``.
+
+The fresh environment takes its dependencies (numpy, torch, mpi4py, h5py, ...) from the environment running the
+tests, through a ``.pth`` file: a plain path line, so that environment's own ``.pth`` files (the editable install
+of this tree among them) are not processed, and only the wheel provides ``iobo``.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from iobo import shim
+from iobo.trials import stored_space
+
+ROOT = Path(__file__).resolve().parents[1]
+RANKS = 2
+
+
+def _run(argv, **kwargs):
+    done = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=600, **kwargs)
+    assert done.returncode == 0, f"{argv}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    """The wheel of this tree, built from a copy of it (``pip wheel`` writes build/ into the tree it builds)."""
+    out = tmp_path_factory.mktemp("wheel")
+    tree = out / "tree"
+    tree.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tree / name)
+    shutil.copytree(ROOT / "iobo", tree / "iobo", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", out / "dist", tree])
+    (found,) = (out / "dist").glob("iobo-*.whl")
+    return found
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory):
+    """A fresh venv with the wheel installed (``--no-deps``) and the test environment's packages on its path:
+    {"python", "iobo", "env"} (``env``: no PYTHONPATH, IOBO_PRELOAD_LIBRARY unset, a fresh XDG_CACHE_HOME)."""
+    out = tmp_path_factory.mktemp("venv")
+    base = Path(sys.base_prefix, "bin", f"python{sys.version_info.major}.{sys.version_info.minor}")
+    _run([base, "-m", "venv", "--without-pip", out / "venv"])
+    python = out / "venv" / "bin" / "python"
+    site = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
+    ours = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
+    (site / "dependencies.pth").write_text("".join(f"{p}\n" for p in sorted(ours)))
+    _run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", "-q", wheel])
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "IOBO_PRELOAD_LIBRARY", "VIRTUAL_ENV")}
+    env.update(XDG_CACHE_HOME=str(out / "cache"), PATH=f"{python.parent}:{env['PATH']}")
+    return {"python": python, "iobo": python.parent / "iobo", "env": env, "cwd": out}
+
+
+def test_the_wheel_carries_the_shim_sources(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {f"iobo/_shim/{name}" for name in (*shim.SOURCES, *shim.HEADERS)} <= names, sorted(names)
+
+
+def test_the_installed_wheel_builds_its_shim_and_tunes_a_compiled_program(installed, programs, scratch):
+    env, cwd = installed["env"], installed["cwd"]
+    where = _run([installed["python"], "-c", "import iobo, json, sys; print(json.dumps([iobo.__file__, sys.path]))"],
+                 env=env, cwd=cwd).stdout
+    module, path = json.loads(where)
+    assert module.startswith(str(cwd / "venv")), where  # the wheel's iobo, not this tree's
+    assert str(ROOT) not in path and str(ROOT / "iobo") not in path, path
+
+    # before a build: no shim anywhere, and the error names the one command that builds it
+    refused = subprocess.run([str(installed["iobo"]), "tune", "--command", f"{programs['hdf5_18']} {{workdir}}/a.h5",
+                              "--ranks", str(RANKS), "--trials", "4", "--storage", f"sqlite:///{cwd}/none.db",
+                              "--workdir", str(scratch)], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+    assert refused.returncode == 2 and "is not built; build it with: iobo shim build" in refused.stderr, refused.stderr
+
+    built = _run([installed["iobo"], "shim", "build"], env=env, cwd=cwd)
+    library = Path(built.stdout.strip())
+    info = json.loads((library.parent / shim.INFO_NAME).read_text())
+    assert library.is_file() and library.parent.parent == cwd / "cache" / "iobo" / "shim"
+    assert info["mpi"]["version"].startswith("MPICH ") and info["mpi"]["soname"] == "libmpich.so.12"
+    assert info["hdf5"]["version"].startswith("1.") and info["hdf5"]["soname"] == "libhdf5_mpich.so.103"
+    listed = _run([installed["iobo"], "shim", "info"], env=env, cwd=cwd).stdout
+    assert f"used here (no program named): {library}" in listed and info["mpi"]["path"] in listed
+
+    storage = f"sqlite:///{cwd}/iobo.db"
+    tuned = _run([installed["iobo"], "tune", "--command", f"{programs['hdf5_18']} {{workdir}}/a.h5",
+                  "--params", "cb_buffer_size,alignment_interval", "--ranks", RANKS, "--trials", 6, "--runner",
+                  "local", "--sampler", "random", "--seed", 3, "--confirm", 0, "--storage", storage,
+                  "--workdir", scratch], env=env, cwd=cwd)
+    study = optuna.load_study(study_name=f"hdf5_18-{RANKS}ranks", storage=storage)
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 6, [t.user_attrs.get("fail_reason") for t in trials]
+    space = stored_space(study)
+    applied = 0
+    for trial in trials:
+        asked = trial.user_attrs["config"]["cb_buffer_size"]
+        lines = [line for line in trial.user_attrs["stdout_tail"].splitlines() if line.startswith("{")]
+        seen = json.loads(lines[-1])  # what MPI_File_get_info told the program itself
+        if asked != space["cb_buffer_size"].default:
+            assert "cb_buffer_size" not in trial.user_attrs["not_applied"]
+            assert seen["hints"]["cb_buffer_size"] == str(asked), (asked, seen["hints"])
+            applied += 1
+        else:  # the program's own 1 MiB: the shim left it
+            assert seen["hints"]["cb_buffer_size"] == "1048576"
+    assert applied >= 1, tuned.stdout
