@@ -17,7 +17,13 @@ EXTRAS    := dev,ray,postgres,experiments
 MPICC     := mpicc.mpich
 HDF5_PC   := hdf5-mpich
 # postgresql, slurm-wlm and munge: the real services the reliability tests start (a throw-away cluster each)
-APT_PKGS  := mpich libhdf5-mpich-dev hdf5-tools pkg-config chromium chromium-driver postgresql slurm-wlm munge
+# Open MPI and its HDF5 beside them: the shim is built and tested against both (tests/test_packaging.py); MPICH
+# stays the default (mpicc, mpirun, h5pcc, hdf5.pc: Open MPI's alternatives would otherwise win on priority)
+APT_PKGS  := mpich libhdf5-mpich-dev hdf5-tools pkg-config chromium chromium-driver postgresql slurm-wlm munge \
+             openmpi-bin libopenmpi-dev libhdf5-openmpi-dev
+MPICH_ALTERNATIVES := mpi:/usr/bin/mpicc.mpich mpirun:/usr/bin/mpirun.mpich h5pcc:/usr/bin/h5pcc.mpich \
+             mpi-x86_64-linux-gnu:/usr/include/x86_64-linux-gnu/mpich \
+             hdf5.pc:/usr/lib/x86_64-linux-gnu/pkgconfig/hdf5-mpi.pc
 
 DEMO_DIR     ?= demo-run
 DEMO_WORKDIR ?= /dev/shm/iobo-demo
@@ -30,10 +36,12 @@ ADAPTER      := adapters/libiobo_preload.so
 $(VENV)/.apt:
 	@if command -v $(MPICC) >/dev/null && pkg-config --exists $(HDF5_PC) && command -v chromium >/dev/null \
 	    && command -v h5dump >/dev/null && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
-	    && command -v slurmctld >/dev/null && command -v munged >/dev/null; then \
+	    && command -v slurmctld >/dev/null && command -v munged >/dev/null \
+	    && command -v mpicc.openmpi >/dev/null && pkg-config --exists hdf5-openmpi; then \
 	  echo "Debian packages present"; \
 	else \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS) >/dev/null; \
+	  for a in $(MPICH_ALTERNATIVES); do update-alternatives --quiet --set $${a%%:*} $${a#*:}; done; \
 	fi
 	@mkdir -p $(VENV) && touch $@
 

@@ -72,7 +72,8 @@ def preload_library(program: str | os.PathLike | None = None) -> Path:
     else:
         clone = ADAPTERS_DIR / PRELOAD_NAME
         path = clone if clone.is_file() and (program is None or shim.fits(clone, program)) else None
-        path = path or shim.find(program) or (clone if clone.is_file() else None)
+        # none for the program's libraries: the one there is, which check_program then refuses with the reason
+        path = path or shim.find(program) or (clone if clone.is_file() else None) or shim.find()
         if path is None:
             how = (f"{BUILD_COMMAND} (needs mpicc.mpich and libhdf5-mpich-dev), or {shim.BUILD_COMMAND}"
                    if ADAPTERS_DIR.is_dir() else shim.BUILD_COMMAND)
@@ -99,7 +100,8 @@ def preload_env(
     caller writes that file, e.g. with :func:`iobo.hdf5.shell_exports`).
     With ``report_prefix``, ``IOBO_PRELOAD_REPORT`` (made absolute): each
     process writes ``<prefix>.<rank>.json`` at exit, read by :func:`read_report`.
-    With ``program``, the shim is the one for its MPI and HDF5 (:func:`preload_library`).
+    With ``program``, the shim is the one for its MPI and HDF5 (:func:`preload_library`). Under Open MPI,
+    ``OMPI_MCA_io=romio321`` unless set already (:func:`iobo.shim.mpi_environment`: OMPIO ignores the hints).
     """
     library = str(preload_library(program))
     chain = [library] + [p for p in os.environ.get("LD_PRELOAD", "").replace(":", " ").split() if p != library]
@@ -109,6 +111,7 @@ def preload_env(
     if report_prefix is not None:
         env["IOBO_PRELOAD_REPORT"] = os.path.abspath(os.fspath(report_prefix))
     env["IOBO_PRELOAD_EXCLUDE"] = ":".join(interpreter_directories())
+    env.update(shim.mpi_environment(library))
     return env
 
 

@@ -309,6 +309,27 @@ def fits(library: str | os.PathLike, program: str | os.PathLike) -> bool:
     return not is_elf(program) or _matches(linked_libraries(library), linked_libraries(program))
 
 
+OPEN_MPI_RUNTIME = re.compile(r"libopen-pal\.so(\.\d+)*")
+"""Open MPI's portability layer, which every Open MPI ``libmpi`` links (Intel MPI's ``libmpi`` does not)."""
+OMPI_IO_VARIABLE = "OMPI_MCA_io"
+ROMIO_COMPONENT = "romio321"
+"""Open MPI 4's ROMIO component. Its default MPI-IO component, OMPIO, ignores the romio_* hints and
+``ROMIO_HINTS`` while ``MPI_File_get_info`` echoes them (/work/shared/MEASURED.md): every MPI-IO knob would read
+back "in effect" and do nothing."""
+
+
+def mpi_environment(library: str | os.PathLike, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Variables a program needs under the shim ``library`` for its MPI-IO settings to act: for a shim linked to
+    Open MPI, ``OMPI_MCA_io=romio321`` (ROMIO instead of OMPIO), unless ``environ`` (default: this process's)
+    already chooses a component (the user's choice stands). Empty for other MPIs."""
+    environ = os.environ if environ is None else environ
+    done = subprocess.run(["ldd", os.fspath(library)], capture_output=True, text=True, timeout=60)
+    names = [line.strip().split(" => ")[0] for line in done.stdout.splitlines()]
+    if OMPI_IO_VARIABLE in environ or not any(OPEN_MPI_RUNTIME.fullmatch(n) for n in names):
+        return {}
+    return {OMPI_IO_VARIABLE: ROMIO_COMPONENT}
+
+
 def check_program(program: str | os.PathLike, library: str | os.PathLike) -> None:
     """Raise :class:`ConfigError` when ``program`` (an ELF executable) resolves another MPI or HDF5 library than
     the shim ``library``: the shim's wrappers would call the other library, and its settings would not act."""

@@ -112,3 +112,47 @@ def test_the_installed_wheel_builds_its_shim_and_tunes_a_compiled_program(instal
         else:  # the program's own 1 MiB: the shim left it
             assert seen["hints"]["cb_buffer_size"] == "1048576"
     assert applied >= 1, tuned.stdout
+
+
+def test_under_open_mpi_a_shim_of_its_own_is_built_chosen_and_romio_selected(installed, scratch):
+    """Debian's Open MPI and its parallel HDF5 (libhdf5-openmpi-dev, installed by the Makefile beside MPICH)."""
+    env, cwd = dict(installed["env"]), installed["cwd"]
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")  # root here; a user needs neither
+    env.pop("OMPI_MCA_io", None)
+    program = cwd / "hdf5_18_openmpi"
+    _run(["h5pcc.openmpi", "-shlib", "-Wall", "-Werror", f"-I{ROOT / 'tests/adapters/programs'}", "-o", program,
+          ROOT / "tests/adapters/programs/hdf5_18.c"], cwd=cwd)
+    assert shim.linked_libraries(program)["mpi"].soname == "libmpi.so.40"
+    command = ["tune", "--command", f"{program} {{workdir}}/a.h5", "--params", "cb_buffer_size", "--ranks", RANKS,
+               "--mpiexec", "mpiexec.openmpi", "--runner", "local", "--sampler", "random", "--seed", 5,
+               "--confirm", 0, "--workdir", scratch]
+
+    # only an MPICH shim in the cache (or none yet): refused, with the two libraries and the command
+    _run([installed["iobo"], "shim", "build", "--mpicc", "mpicc.mpich"], env=env, cwd=cwd)
+    refused = subprocess.run([str(a) for a in [installed["iobo"], *command, "--trials", 4, "--storage",
+                                               f"sqlite:///{cwd}/refused.db"]],
+                             capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+    assert refused.returncode == 2, refused.stderr
+    assert "libmpi.so.40" in refused.stderr and "libmpich.so.12" in refused.stderr, refused.stderr
+    assert "iobo shim build --mpicc" in refused.stderr
+
+    built = _run([installed["iobo"], "shim", "build", "--h5pcc", "h5pcc.openmpi"], env=env, cwd=cwd)
+    library = Path(built.stdout.strip())
+    info = json.loads((library.parent / shim.INFO_NAME).read_text())
+    assert info["mpi"]["family"] == "openmpi" and info["hdf5"]["soname"] == "libhdf5_openmpi.so.103"
+    assert shim.mpi_environment(library, {}) == {"OMPI_MCA_io": "romio321"}  # OMPIO would ignore the hints
+    assert shim.mpi_environment(library, {"OMPI_MCA_io": "ompio"}) == {}  # the user's choice stands
+    assert shim.mpi_environment(Path(info["library"]).parent.parent / "none", {}) == {}
+
+    storage = f"sqlite:///{cwd}/openmpi.db"
+    _run([installed["iobo"], *command, "--trials", 5, "--storage", storage], env=env, cwd=cwd)
+    study = optuna.load_study(study_name=f"hdf5_18_openmpi-{RANKS}ranks", storage=storage)
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 5, [t.user_attrs.get("fail_reason") for t in trials]
+    default = stored_space(study)["cb_buffer_size"].default
+    asked = [t for t in trials if t.user_attrs["config"]["cb_buffer_size"] != default]
+    assert asked
+    for trial in asked:
+        seen = json.loads([line for line in trial.user_attrs["stdout_tail"].splitlines() if line.startswith("{")][-1])
+        assert seen["hints"]["cb_buffer_size"] == str(trial.user_attrs["config"]["cb_buffer_size"])
+        assert "cb_buffer_size" not in trial.user_attrs["not_applied"]
