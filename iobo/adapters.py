@@ -151,6 +151,10 @@ def program_environment(
 
 # -- the shim's per-run report ---------------------------------------------------
 
+COLLECTIVE_IO_MODES = ("chunk_collective", "chunk_mixed", "contiguous_collective")
+"""The HDF5 transfer modes (``H5D_mpio_actual_io_mode_t``, as the shim's report names them) in which I/O was
+collective."""
+
 REPORT_FORMAT = "iobo-preload-report"
 REPORT_VERSION = 1
 LEVELS = ("hdf5", "mpiio", "posix")  # the topmost first; each ends in the next

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from iobo import _compat
+from iobo.adapters import COLLECTIVE_IO_MODES
 from iobo.errors import ConfigError
 from iobo.measure import Spread, format_mb_per_s, roti
 from iobo.storage import open_storage
@@ -507,10 +508,6 @@ SHIM_KEYS = ("io", "partly_applied", "shim_warnings", "measured_by")
 (see :func:`shim_attrs`)."""
 
 
-COLLECTIVE_IO_MODES = ("chunk_collective", "chunk_mixed", "contiguous_collective")
-"""The HDF5 transfer modes (``H5D_mpio_actual_io_mode_t``, as the shim names them) in which I/O was collective."""
-
-
 def shim_attrs(report: Mapping[str, Any], config_values: Mapping[str, Any]) -> dict:
     """The trial attrs of the shim's report of one run (:func:`iobo.adapters.read_report`).
 
@@ -558,6 +555,7 @@ def shim_attrs(report: Mapping[str, Any], config_values: Mapping[str, Any]) -> d
                                        "phase_seconds", "phase_rank", "hdf5_linked", "hdf5_calls")}
     io["levels"] = report["levels"]
     io["datasets_created"] = len(report["effective"]["datasets"])
+    io["write_modes"] = dict(report["effective"]["transfer"]["write"]["modes"])
     io["files"] = {level: sorted(names)[:20] for level, names in files.items()}
     return {
         "effective": effective,

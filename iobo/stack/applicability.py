@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from iobo.adapters import COLLECTIVE_IO_MODES
 from iobo.config import IOConfig
 
 LUSTRE = "lustre"
@@ -82,6 +83,8 @@ INERT_REASONS = {
     "no_transfer": "the program makes no H5Dwrite or H5Dread call",
     "no_mpiio_read": "the program never reads through MPI-IO",
     "no_mpiio_write": "the program never writes through MPI-IO",
+    "program_collective": "the program's writes are collective already (HDF5 reports it) and the shim only turns "
+                          "independent transfers collective",
 }
 """Why :func:`inert_knobs` finds a knob inert, by case (the texts are stored as the freeze's reasons)."""
 
@@ -118,6 +121,9 @@ def inert_knobs(space, io: Mapping[str, Any]) -> dict[str, str]:
                 reason = INERT_REASONS["no_dataset"]
             elif p.name == "transfer_mode" and not calls("hdf5", "write") + calls("hdf5", "read"):
                 reason = INERT_REASONS["no_transfer"]
+            elif p.name == "transfer_mode" and io.get("write_modes") and \
+                    set(io["write_modes"]) <= set(COLLECTIVE_IO_MODES):
+                reason = INERT_REASONS["program_collective"]
         elif p.layer in ("mpiio", LUSTRE):
             if not mpiio_files:
                 reason = INERT_REASONS["no_mpiio_file"]

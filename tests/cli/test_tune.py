@@ -239,3 +239,21 @@ def test_knobs_the_default_runs_give_no_call_to_act_on_are_frozen_before_the_sea
         exported, _ = capsys.readouterr()
         exported = json.loads(exported)
         assert not {k for k in inert if exported.get(k, space[k].default) != space[k].default}, exported
+
+
+def test_transfer_mode_is_frozen_when_the_program_writes_collectively_itself(library, programs, capsys, storage,
+                                                                            scratch):
+    """A program that asks for collective transfers itself (IOR -c): the shim only turns independent transfers
+    collective, so transfer_mode has nothing to change; the default runs show it (HDF5 reports the modes) and it is
+    frozen before the search, never proposed (with IOR -c, searches used to vary it among identical runs)."""
+    command = f"{programs['checkpoint']} {{workdir}}/ck 1 1 2 1 collective"
+    code, out, err = tune(capsys, "tune", "--command", command, "--params", "transfer_mode,cb_buffer_size",
+                          "--ranks", RANKS, "--trials", 6, "--runner", "local", "--sampler", "random", "--seed", 1,
+                          "--storage", storage, "--workdir", scratch, "--confirm", 0)
+    assert code == 0, err
+    study = optuna.load_study(study_name=f"checkpoint-{RANKS}ranks", storage=storage)
+    reason = "the program's writes are collective already (HDF5 reports it)"
+    assert study.user_attrs["frozen"]["transfer_mode"].startswith(reason)
+    assert out.index("frozen at their defaults: transfer_mode") < out.index("[search]")
+    search = [t for t in study.get_trials() if t.user_attrs["role"] == "search"]
+    assert search and all("transfer_mode" not in t.params for t in search)
