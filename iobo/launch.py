@@ -271,10 +271,11 @@ def _disk_full_note(lines: list[str], workdir: str) -> str:
 
 
 ERROR_LINE = re.compile(r"(?i:^\W*(error|fatal|abort(ed|ing)?|cannot|can't|could not|unable|failed|failure)\b)|"
-                        r"(?i:^[\w.-]+:\s*(error|fatal|cannot|can't|could not|unable)\b)|\bERROR\b|\b[Ee]rror:")
+                        r"(?i:^[\w.-]+:\s*(error|fatal|cannot|can't|could not|unable)\b)|\bERROR\b|\b[Ee]rror:|"
+                        r"(?i:\bfailed\W*$)")
 """A line in which a program states its own error (IOR: ``ERROR: block size must be a multiple of ...``)."""
 NOISE = re.compile(r"^\s*(HDF5-DIAG|#\d{3}:|major:|minor:|iobo_preload:|=+$|BAD TERMINATION|PID \d|RUNNING AT|EXIT CODE|"
-                   r"CLEANING UP|YOUR APPLICATION|This typically|Please see|application called MPI_Abort)")
+                   r"CLEANING UP|YOUR APPLICATION|This typically|Please see|application called MPI_Abort|Abort\(\d+\) on node)")
 """Lines that are not the program's words: HDF5's error stack, the shim's, mpiexec's banner on a bad exit."""
 
 
