@@ -595,12 +595,12 @@ class Tuner:
         study.tell(trial, outcome["mb_per_s"])
         self._freeze_environment_limits(study, outcome["result"], default=role == ROLE_DEFAULT)
         note_outcome(study, trials.outcome_attrs(outcome))
-        best = trials.best_trial(study)
+        best = trials.best_trial(study)  # None in a study of re-measurements only (iobo tune --via-kernel's)
         changed = IOConfig(trial.user_attrs["config"], self.space).changed()
         self._say(
             f"trial {trial.number:3d} [{role}] {format_mb_per_s(outcome['mb_per_s']):>9} MB/s   "
-            f"best {format_mb_per_s(best.value):>9} MB/s (trial {best.number})   "
-            f"{_short(changed) or 'system default'}"
+            + (f"best {format_mb_per_s(best.value):>9} MB/s (trial {best.number})   " if best else "")
+            + f"{_short(changed) or 'system default'}"
         )
 
     def _freeze_environment_limits(self, study, result: Mapping[str, Any], default: bool) -> None:

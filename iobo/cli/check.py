@@ -23,11 +23,19 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from iobo.replay.check import check
-    from iobo.replay.record import check_path
-    from iobo.replay.signature import render
 
     result = check(args.trace, args.configs, args.repeats, args.workdir, common.launcher(args.mpiexec), args.timeout,
                    echo=lambda line: print(f"iobo check: {line}", file=sys.stderr, flush=True))
+    show(result, args.trace)
+    return 0 if result["passed"] else 1
+
+
+def show(result, trace) -> None:
+    """Print a check's result (:func:`iobo.replay.check.check`) of the trace at ``trace``: the signatures side by
+    side, each configuration's speedups, the rank correlation, the wall times and the verdict."""
+    from iobo.replay.record import check_path
+    from iobo.replay.signature import render
+
     print("I/O signature, default configuration (error: |kernel - program| / program):")
     print(render(result["signature"]))
     print()
@@ -43,7 +51,6 @@ def run(args) -> int:
           f"({walls['program'] / walls['kernel']:.2g}x)")
     verdict = "PASS" if result["passed"] else "FAIL"
     print(f"{verdict}: bytes per level within {100 * result['thresholds']['bytes']:g}%, operation counts within "
-          f"{100 * result['thresholds']['calls']:g}%, same datasets and layouts; saved {check_path(args.trace)}")
+          f"{100 * result['thresholds']['calls']:g}%, same datasets and layouts; saved {check_path(trace)}")
     for failure in result["failures"]:
         print(f"  {failure}")
-    return 0 if result["passed"] else 1

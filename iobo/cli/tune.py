@@ -41,6 +41,11 @@ def add_parser(sub) -> None:
                                                                "(default: every one the shim applies)")
     program.add_argument("--keep", action="store_true", help="keep each trial's directory (its {workdir}, hints "
                                                              "file and shim report)")
+    program.add_argument("--via-kernel", action="store_true",
+                         help="record the program once, check its replay kernel against it, tune the kernel, "
+                              "confirm the kernel's recommendation on the program (--confirm N pairs, at least "
+                              f"{INTERVAL_MIN_RUNS}); when recording, the kernel or its check fails, say why and "
+                              "tune the program itself")
     kernel = p.add_argument_group(
         "a recorded program", "tune the kernel of a trace `iobo record` saved: its I/O replayed without the "
         "computation (python -m iobo.replay.run), under the shim; the configuration found is the program's")
@@ -91,17 +96,46 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    kernel, options = _what(args)
+    if args.via_kernel:
+        from iobo.cli.via_kernel import tune_via_kernel
+
+        code = tune_via_kernel(args, kernel, make_tuner)
+        if code is not None:
+            return code
+    return tune(args, kernel, options)  # without --via-kernel, or when its kernel cannot stand for the program
+
+
+def tune(args, kernel, options) -> int:
+    """Tune ``kernel`` (a name or a spec) as the arguments say: the search, then the walk-back and the
+    confirmation (``--confirm``), and print the study's report; 1 when every trial failed."""
+    from iobo.report import build_report
+
+    tuner = make_tuner(args, kernel, options)
+    with tuner:  # one runner (one Parsl executor) for the search, the walk-back and the confirmation
+        study = tuner.run()
+        if not searched(study):
+            return 1
+        if args.confirm:
+            tuner.confirm(args.confirm, minimize=not args.no_minimize)
+    print()
+    print(build_report(study).text())
+    return 0
+
+
+def make_tuner(args, kernel, options, study: str | None = None, suggest: bool = True):
+    """The :class:`iobo.tuner.Tuner` of ``kernel`` the arguments describe (``study``: its name, default
+    ``--study``), with the sampler asked for and, with ``suggest``, the runs ``--from-darshan`` suggests queued."""
     from iobo import kernels
     from iobo.progress import console_watchers
-    from iobo.report import build_report
     from iobo.samplers.registry import make_sampler
     from iobo.stopping import RULES
     from iobo.tuner import Tuner
 
-    kernel, options = _what(args)
-    suggestions, characterization = _rules_from(args.from_darshan) if args.from_darshan else (None, None)
+    suggestions, characterization = (_rules_from(args.from_darshan) if args.from_darshan and suggest
+                                     else (None, None))
     tuner = Tuner(
-        kernel=kernel, ranks=args.ranks, trials=args.trials, storage=args.storage, study=args.study,
+        kernel=kernel, ranks=args.ranks, trials=args.trials, storage=args.storage, study=study or args.study,
         workdir=args.workdir, kernel_options=options, max_in_flight=args.in_flight,
         default_repeats=args.default_repeats, timeout_s=args.timeout, seed=args.seed,
         launcher=common.launcher(args.mpiexec), runner=common.runner(args, args.in_flight),
@@ -115,19 +149,18 @@ def run(args) -> int:
                                      kernel=kernels.get(tuner.kernel).name, study=tuner.study)
     if suggestions is not None:
         _queue_first(tuner, suggestions)
-    with tuner:  # one runner (one Parsl executor) for the search, the walk-back and the confirmation
-        study = tuner.run()
-        if not trials.tuning_trials(study):
-            failed = [t for t in study.get_trials(deepcopy=False) if t.state == trials.state("FAIL")]
-            reason = failed[-1].user_attrs.get("fail_reason", "no reason recorded") if failed else "none ran"
-            print(f"iobo: every trial failed ({len(failed)} FAIL), nothing measured; last reason: "
-                  f"{reason.splitlines()[0] if reason else ''}", file=sys.stderr)
-            return 1
-        if args.confirm:
-            tuner.confirm(args.confirm, minimize=not args.no_minimize)
-    print()
-    print(build_report(study).text())
-    return 0
+    return tuner
+
+
+def searched(study) -> bool:
+    """True when the study holds a completed tuning trial; else says that every trial failed, and why."""
+    if trials.tuning_trials(study):
+        return True
+    failed = [t for t in study.get_trials(deepcopy=False) if t.state == trials.state("FAIL")]
+    reason = failed[-1].user_attrs.get("fail_reason", "no reason recorded") if failed else "none ran"
+    print(f"iobo: every trial failed ({len(failed)} FAIL), nothing measured; last reason: "
+          f"{reason.splitlines()[0] if reason else ''}", file=sys.stderr)
+    return False
 
 
 def _what(args):
@@ -139,6 +172,9 @@ def _what(args):
                                       ("--trace", args.trace)) if value is not None]
     if len(given) != 1:
         raise ConfigError(f"tune takes one of KERNEL, --command, --spec or --trace; got {', '.join(given) or 'none'}")
+    if args.via_kernel and args.template is None:
+        raise ConfigError(f"--via-kernel records and replays the program of --command; got {given[0]}: give "
+                          f"--command 'PROGRAM ARGS' (a kernel or a trace is tuned without it)")
     if args.trace is None and (args.steps is not None or args.compute != "none"):
         raise ConfigError("--steps and --compute apply to --trace (a recorded program's kernel)")
     program_flags = [flag for flag, used in (("--knob", args.knob), ("--env-knob", args.env_knob),
@@ -154,6 +190,10 @@ def _what(args):
     knobs = tuple(Knob.parse(k) for k in args.knob) + tuple(Knob.parse(k, env=True) for k in args.env_knob)
     objective = Objective.parse(args.objective, args.objective_unit) if args.objective else None
     params = [name.strip() for name in args.params.split(",")] if args.params else None
+    if args.via_kernel and (knobs or objective):
+        raise ConfigError("--via-kernel records the program of --command and tunes its replay, which the shim "
+                          "measures and which has no knobs: give --command without --knob, --env-knob or "
+                          "--objective (or drop --via-kernel to tune the program itself)")
     if args.trace:
         from iobo.replay.record import kernel_spec, warn_if_unchecked
 
