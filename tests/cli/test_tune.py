@@ -178,9 +178,9 @@ def test_a_knob_whose_value_breaks_the_program_fails_those_trials_and_the_study_
     (["--command", "true", "--objective", "regex:(("], "does not compile"),
     (["--command", "true", "--params", "cb_buffer_size,nope"], "(unknown: ['nope'])"),
     (["--command", "true", "--option", "particles=4"], "--option is for kernels"),
-    (["vpic", "--command", "true"], "tune takes one of KERNEL, --command or --spec; got KERNEL, --command"),
+    (["vpic", "--command", "true"], "tune takes one of KERNEL, --command, --spec or --trace; got KERNEL, --command"),
     (["vpic", "--knob", "a=b:c,d:e"], "--knob apply to --command or --spec, not to a kernel"),
-    ([], "tune takes one of KERNEL, --command or --spec; got none"),
+    ([], "tune takes one of KERNEL, --command, --spec or --trace; got none"),
     (["--spec", "missing.toml"], "the command spec missing.toml must be a readable TOML or JSON file"),
 ])
 def test_bad_command_specs_exit_2_before_any_job(library, capsys, storage, scratch, argv, message):
