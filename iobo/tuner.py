@@ -319,12 +319,20 @@ class Tuner:
         """Run ``runs`` ((configuration, trial attrs) pairs, attrs with a ``role``) in this order as trials of
         ``study``; returns their ``FrozenTrial`` s (value None when a run failed)."""
         first = len(study.get_trials(deepcopy=False))
+        roles = {a.get("role") for _, a in runs}
         for values, attrs in runs:
             study.enqueue_trial(dict(values), user_attrs=dict(attrs))
-        self._loop(study, asks=len(runs))
-        mine = [t for t in study.get_trials(deepcopy=False)[first:]
-                if any(t.user_attrs.get("role") == a.get("role") for _, a in runs)]
-        return mine[:len(runs)]
+
+        def mine():
+            return [t for t in study.get_trials(deepcopy=False)[first:] if t.user_attrs.get("role") in roles]
+
+        asks = len(runs)
+        for _ in range(len(runs) + 1):  # an ask takes the oldest queued trial, which may be another tuner's
+            self._loop(study, asks=asks)
+            asks = sum(t.state == state("WAITING") for t in mine())
+            if not asks:
+                break
+        return mine()[:len(runs)]
 
     def best_config(self) -> IOConfig:
         """The recommended configuration (:func:`iobo.minimize.recommendation`: the minimal one when made, else the

@@ -375,7 +375,9 @@ def test_two_tuners_on_one_study_run_one_walk_back_and_confirmation_and_report_i
 
     study = optuna.load_study(study_name="two", storage=open_storage(storage))
     trials = study.get_trials()
-    assert all(t.state == TrialState.COMPLETE for t in trials), [t.user_attrs.get("fail_reason") for t in trials]
+    assert all(t.state == TrialState.COMPLETE for t in trials), \
+        [(t.number, t.state.name, t.user_attrs.get("role"), t.user_attrs.get("owner"), t.user_attrs.get("fail_reason"))
+         for t in trials] + [outs]
     walk = [t for t in trials if t.user_attrs["role"] == "minimize"]
     confirmation = [t for t in trials if t.user_attrs["role"] in (ROLE_CONFIRM_DEFAULT, ROLE_CONFIRM_BEST)]
     assert walk and len({t.user_attrs["owner"] for t in walk + confirmation}) == 1
