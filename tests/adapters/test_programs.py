@@ -274,7 +274,7 @@ def test_the_shims_bandwidth_is_the_one_the_program_measures(library, programs, 
     config = IOConfig.from_values(values, space=ior.space())
     env = {k: v for k, v in os.environ.items() if not k.startswith("IOBO_") and k not in ("LD_PRELOAD", "ROMIO_HINTS")}
     ratios = []
-    for attempt in range(3):  # the median of three runs: a shared machine's noise hits both figures, not always alike
+    for attempt in range(5):  # the median of five runs: a shared machine's noise hits both figures, not always alike
         prefix = scratch / f"report-{attempt}"
         env.update(adapters.preload_env(config, report_prefix=prefix))
         done = subprocess.run(["mpiexec.mpich", "-n", str(RANKS), str(programs["checkpoint"]), str(scratch / "ck"),
@@ -290,7 +290,7 @@ def test_the_shims_bandwidth_is_the_one_the_program_measures(library, programs, 
     layouts = set(h5dump_layouts(scratch / "ck.3.h5").values())  # evidence from the file, not the shim
     assert layouts == ({("chunked", (8, 1024))} if values else {("contiguous", None)})
     ratios.sort()
-    assert 0.9 <= ratios[1] <= 1.1, f"the shim's MB/s over the program's: {ratios}"
+    assert 0.9 <= ratios[2] <= 1.1, f"the shim's MB/s over the program's: {ratios}"
     if values:  # what the old measure (seconds inside H5Dwrite) would have said: far off
         assert seconds > 1.5 * inside_writes, (seconds, inside_writes)
 

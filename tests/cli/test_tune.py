@@ -159,10 +159,13 @@ def test_a_knob_whose_value_breaks_the_program_fails_those_trials_and_the_study_
     assert bad and len(good) > 3
     assert all(t.state == TrialState.FAIL for t in bad)
     # MPI_Abort(2) on both ranks; mpiexec may report another code, or lose a rank's last lines, when it kills the job
-    # the reason quotes the program's own words (its CHECK line), not MPICH's abort banner
-    assert all(re.fullmatch(r"command 'hdf5_18' exited with code [1-9]\d*; the program said: \S*hdf5_18.c:\d+: "
-                            r"usage: hdf5_18 FILE failed(; stderr ends: .+)?", t.user_attrs["fail_reason"])
-               for t in bad), [t.user_attrs["fail_reason"] for t in bad]
+    # the reason quotes the program's own words (its CHECK line), never MPICH's abort banner; mpiexec may report
+    # another code, or lose or interleave a rank's last lines, when it kills the job
+    reasons = [t.user_attrs["fail_reason"] for t in bad]
+    assert all(re.match(r"command 'hdf5_18' exited with code [1-9]\d*", r) and "Abort(" not in r for r in reasons), \
+        reasons
+    assert any(re.search(r"; the program said: \S*hdf5_18.c:\d+: usage: hdf5_18 FILE failed", r) for r in reasons), \
+        reasons
     assert any("usage: hdf5_18 FILE" in t.user_attrs["stderr_tail"] for t in bad)
     assert all(t.state == TrialState.COMPLETE for t in good)
     assert "FAILED: command 'hdf5_18' exited with code" in out and "speedup" in out
