@@ -64,6 +64,18 @@ int world_rank(void)
     return pmi ? atoi(pmi) : 0;
 }
 
+int world_size(void)
+{
+    int initialized = 0, finalized = 0, size = 1;
+    PMPI_Initialized(&initialized);
+    PMPI_Finalized(&finalized);
+    if (initialized && !finalized)
+        PMPI_Comm_size(MPI_COMM_WORLD, &size);
+    else if (getenv("PMI_SIZE"))
+        size = atoi(getenv("PMI_SIZE"));
+    return size;
+}
+
 bool world_rank_zero(void)
 {
     int initialized = 0, finalized = 0, rank = 0;
@@ -991,13 +1003,7 @@ __attribute__((destructor)) static void unloading(void)
         return;
     finished = true;
     ensure_init();
-    int initialized = 0, finalized = 0, ranks = 1;
-    PMPI_Initialized(&initialized);
-    PMPI_Finalized(&finalized);
-    if (initialized && !finalized)
-        PMPI_Comm_size(MPI_COMM_WORLD, &ranks);
-    else if (getenv("PMI_SIZE"))
-        ranks = atoi(getenv("PMI_SIZE"));
+    int ranks = world_size();
     trace_finish(world_rank(), ranks, hdf5_linked(load(&hdf5_calls)));
     if (!anything_requested() && !report_prefix[0])
         return;

@@ -345,6 +345,9 @@ extern uint64_t start_ns; /* when the shim was loaded */
 /* Rank in MPI_COMM_WORLD; before MPI_Init or after MPI_Finalize, PMI_RANK, else 0. */
 int world_rank(void);
 
+/* Size of MPI_COMM_WORLD; before MPI_Init or after MPI_Finalize, PMI_SIZE, else 1. */
+int world_size(void);
+
 /* Whether this process takes part (initialized MPI, called HDF5, opened a file with MPI-IO). */
 bool took_part(void);
 

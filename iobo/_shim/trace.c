@@ -87,13 +87,7 @@ static void command_line(struct json *j)
 /* Open the rank's file and write its header and the lines kept so far. Call with trace_lock held, quiet set. */
 static void open_trace(void)
 {
-    int rank = world_rank(), ranks = 1, initialized = 0, finalized = 0;
-    PMPI_Initialized(&initialized);
-    PMPI_Finalized(&finalized);
-    if (initialized && !finalized)
-        PMPI_Comm_size(MPI_COMM_WORLD, &ranks);
-    else if (getenv("PMI_SIZE"))
-        ranks = atoi(getenv("PMI_SIZE"));
+    int rank = world_rank(), ranks = world_size();
     char path[PATH_MAX + 64];
     snprintf(path, sizeof path, "%s.%d.trace.jsonl", trace_path, rank);
     trace_file = fopen(path, "w");
