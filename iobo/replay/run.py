@@ -24,7 +24,7 @@ measures them exactly as on the program:
   by name (non-blocking ones waited for at once), sync, set_size,
   preallocate, close.
 - POSIX through ``os``: open, write, pwrite, read, pread, fsync, fdatasync,
-  close (``write`` and ``read`` at the recorded file position: ``lseek`` is
+  ftruncate, close (``write`` and ``read`` at the recorded file position: ``lseek`` is
   not traced, so the replay seeks there first).
 
 Data is a fixed byte pattern, one buffer per size. Paths with ``{workdir}``
@@ -453,6 +453,9 @@ class Replayer:
 
     def _fdatasync(self, event):
         os.fdatasync(self.objects["fd"][event["fd"]])
+
+    def _ftruncate(self, event):
+        os.ftruncate(self.objects["fd"][event["fd"]], event["size"])
 
     def _close(self, event):
         os.close(self.objects["fd"].pop(event["fd"]))
