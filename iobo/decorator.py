@@ -29,7 +29,10 @@ Two modes, chosen by ``mode=`` or else by the environment variable
 
 A ``@bash_app``'s command line is run under the preload shim (adapters/):
 iobo puts ``export`` lines in front of it, in both modes, on every call:
-``LD_PRELOAD`` with the shim, the configuration's ``IOBO_*`` variables, an
+``LD_PRELOAD`` with the shim built for the MPI and HDF5 of the program the
+command runs (the first that links them, past ``mpiexec``/``srun`` and their
+options; a program linked to libraries no shim there is built for fails the
+call, naming both), the configuration's ``IOBO_*`` variables, an
 absolute ``ROMIO_HINTS`` file and, when tuning, ``IOBO_PRELOAD_REPORT``
 (files under ``workdir``, which the driver and the workers must both
 reach). The MPI programs the command starts (``mpiexec -n 4 ./app``) apply
@@ -69,6 +72,7 @@ from iobo.adapters import run_measure
 from iobo.config import IOConfig
 from iobo.errors import ConfigError, KernelError
 from iobo.measure import bandwidth_mb_per_s, format_mb_per_s
+from iobo.shim import command_program
 from iobo.space import Space, Workload, format_value, io_stack_space
 from iobo.storage import DEFAULT_STORAGE, open_storage
 
@@ -345,15 +349,17 @@ class ShimRun:
     def prefix(self) -> str:
         return os.path.join(self.directory, "io")
 
-    def exports(self, config: IOConfig) -> str:
-        """The ``export`` lines that run what follows under the shim with ``config`` (where the app runs)."""
+    def exports(self, config: IOConfig, program: str | os.PathLike | None = None) -> str:
+        """The ``export`` lines that run what follows under the shim with ``config`` (where the app runs): the
+        shim built for the MPI and HDF5 ``program`` is linked to, when it is named; :class:`ConfigError` when
+        there is none (:func:`iobo.adapters.preload_library`)."""
         from iobo.adapters import preload_env
 
         Path(self.directory).mkdir(parents=True, exist_ok=True)
         hints = os.path.join(self.directory, "romio-hints")
         if config.mpi_hints():
             Path(hints).write_text(config.romio_hints_text())
-        env = preload_env(config, hints, self.prefix if self.report else None)
+        env = preload_env(config, hints, self.prefix if self.report else None, program)
         return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
 
     def read(self) -> tuple[dict | None, str]:
@@ -370,7 +376,9 @@ class ShimRun:
 
 
 class _ShimmedCommand:
-    """A bash app's function whose command line starts with :meth:`ShimRun.exports` (runs where the app runs)."""
+    """A bash app's function whose command line starts with :meth:`ShimRun.exports` for the program it runs
+    (:func:`iobo.shim.command_program`: the first MPI or HDF5 program, past a launcher and its options), where
+    the app runs; a program linked to another MPI or HDF5 than every shim there fails the call with the reason."""
 
     def __init__(self, func: Callable, config_arg: str) -> None:
         functools.update_wrapper(self, func)
@@ -383,7 +391,7 @@ class _ShimmedCommand:
         command = self.func(*args, **kwargs)
         if shim is None or config is None or not isinstance(command, str):
             return command
-        return shim.exports(config) + command
+        return shim.exports(config, command_program(command)) + command
 
 
 def measure(outcome: Any, outputs, task_record: Mapping[str, Any]) -> tuple[int, float, str]:

@@ -128,6 +128,92 @@ def is_elf(path: str | os.PathLike) -> bool:
         return False
 
 
+# -- the program a command line runs --------------------------------------------------
+
+LAUNCHERS = ("mpiexec", "mpirun", "srun", "aprun", "jsrun")
+"""MPI launchers (and their flavoured names: ``mpiexec.mpich``, ``mpirun.openmpi``), which start a program."""
+LAUNCHER_PAIR_OPTIONS = ("-env", "-genv", "-mca", "--mca", "-gmca", "--gmca")
+"""Launcher options followed by two words (a name and its value: MPICH's ``-genv K V``, Open MPI's ``--mca K V``)."""
+SHELL_SEPARATORS = ("&&", "||", ";", "|", "&", "(", ")", "|&", ";;")
+
+
+def program_word(argv: list[str] | tuple[str, ...]) -> str:
+    """The program a command line runs: its first word, past ``VAR=value`` settings and an ``env`` with its
+    settings and options (``env HDF5_PARAPREFIX=/scratch ./app`` runs ``./app``)."""
+    words = list(argv)
+    while words and "=" in words[0] and not words[0].startswith(("=", "/", ".")):
+        words = words[1:]
+    if words and Path(words[0]).name == "env":
+        words = words[1:]
+        while words and ("=" in words[0] or words[0].startswith("-")):
+            words = words[2:] if words[0] in ("-u", "--unset", "-C", "--chdir") else words[1:]
+    return words[0] if words else argv[0]
+
+
+def is_launcher(word: str) -> bool:
+    """Whether ``word`` names an MPI launcher (:data:`LAUNCHERS`)."""
+    return Path(word).name.startswith(LAUNCHERS)
+
+
+def resolve_program(word: str, cwd: str | os.PathLike | None = None) -> Path | None:
+    """The executable file ``word`` runs: a path (relative to ``cwd``, default this process's), or a name on
+    PATH; None when there is none."""
+    if "/" in word:
+        path = Path(cwd or os.getcwd(), word)
+        return path if path.is_file() and os.access(path, os.X_OK) else None
+    found = shutil.which(word)
+    return Path(found) if found else None
+
+
+def launched_program(argv: list[str] | tuple[str, ...], cwd: str | os.PathLike | None = None) -> Path | None:
+    """The executable a command line runs, past an MPI launcher and its options (``mpiexec -n 4 ./app`` and
+    ``srun --mpi=pmix -N 2 app`` run ``app``); None when it cannot be told or found. A launcher's option
+    ``--opt=value`` is one word and :data:`LAUNCHER_PAIR_OPTIONS` take two; any other option takes the word
+    after it as its value unless that word is an option or an executable file (``--oversubscribe ./app``)."""
+    words = list(argv)
+    if not words:
+        return None
+    first = program_word(words)
+    if not is_launcher(first):
+        return resolve_program(first, cwd)
+    rest = words[words.index(first) + 1:]
+    while rest and rest[0] != ":":
+        word = rest[0]
+        if word in LAUNCHER_PAIR_OPTIONS:
+            rest = rest[3:]
+        elif word.startswith("-"):
+            takes_value = ("=" not in word and len(rest) > 1 and not rest[1].startswith("-")
+                           and resolve_program(rest[1], cwd) is None)
+            rest = rest[2:] if takes_value else rest[1:]
+        else:
+            return resolve_program(word, cwd)
+    return None
+
+
+def command_program(command: str, cwd: str | os.PathLike | None = None) -> Path | None:
+    """The MPI or HDF5 program a shell command line runs: of its simple commands (split at newlines, ``&&``,
+    ``;``, ``|`` ...), the first whose program (:func:`launched_program`) links an MPI or HDF5 library
+    (``echo``, ``cd`` and ``mkdir`` before it do not count); None when none can be told or found (a script,
+    a path relative to a directory the command changes to)."""
+    for line in command.replace("\\\n", " ").splitlines():
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        try:
+            tokens = list(lexer)
+        except ValueError:  # an unclosed quote: nothing can be told
+            return None
+        simple: list[str] = []
+        for token in [*tokens, ";"]:
+            if token not in SHELL_SEPARATORS:
+                simple.append(token)
+                continue
+            path = launched_program(simple, cwd) if simple else None
+            if path is not None and is_elf(path) and linked_libraries(path):
+                return path
+            simple = []
+    return None
+
+
 # -- finding the compilers ---------------------------------------------------------
 
 def _which(name: str) -> str | None:

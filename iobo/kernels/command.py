@@ -51,7 +51,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import string
 import warnings
 from collections.abc import Mapping, Sequence
@@ -60,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from iobo.adapters import run_measure
+from iobo.shim import is_launcher, program_word, resolve_program
 from iobo.errors import ConfigError, IoboWarning, KernelError, SpaceError
 from iobo.kernels import JobSpec, Launch
 from iobo.kernels.inputs import READ_HINTS, stack_subspace
@@ -69,7 +69,6 @@ PLACEHOLDERS = ("ranks", "workdir", "trial")
 OBJECTIVES = ("shim", "regex", "json", "wall")
 UNITS = {"MB/s": 1.0, "MiB/s": 1.048576, "GB/s": 1000.0, "GiB/s": 1073.741824, "KB/s": 0.001, "KiB/s": 0.001024}
 """Bandwidth units a regex or JSON objective may print, and their size in MB/s (MB = 10**6 bytes)."""
-LAUNCHERS = ("mpiexec", "mpirun", "srun", "aprun", "jsrun")
 RESERVED_ENV = ("LD_PRELOAD", "ROMIO_HINTS")
 REPORT_PREFIX = "report/io"
 """Where, in the trial's directory, the shim writes ``io.<rank>.json``."""
@@ -324,8 +323,8 @@ class CommandSpec(JobSpec):
                 f"literal braces"
             )
         argv, _ = self.render(self.space().default(), Path(self.cwd), "0", 1)
-        program = _program(argv)
-        if Path(program).name.startswith(LAUNCHERS):
+        program = program_word(argv)
+        if is_launcher(program):
             raise ConfigError(f"the command starts with the MPI launcher {program!r}; iobo starts the program on "
                               f"--ranks ranks itself: give the program and its arguments only")
         if not self.name:
@@ -409,14 +408,9 @@ class CommandSpec(JobSpec):
         return argv, env
 
     def program_path(self, argv: Sequence[str]) -> Path | None:
-        """The executable a rendered command line runs (:func:`_program`; relative to the command's directory, or
-        found on PATH); None when there is none."""
-        program = _program(argv)
-        if "/" in program:
-            path = Path(self.cwd, program)
-            return path if path.is_file() and os.access(path, os.X_OK) else None
-        found = shutil.which(program)
-        return Path(found) if found else None
+        """The executable a rendered command line runs (:func:`iobo.shim.program_word`; relative to the command's
+        directory, or found on PATH); None when there is none."""
+        return resolve_program(program_word(argv), self.cwd)
 
     def check(self) -> None:
         """The program exists here, the working directory exists, a shim is built for the MPI and HDF5 the
@@ -429,7 +423,7 @@ class CommandSpec(JobSpec):
         argv = self.render(self.space().default(), Path(self.cwd), "0", 1)[0]
         path = self.program_path(argv)
         if path is None:
-            program = _program(argv)
+            program = program_word(argv)
             raise ConfigError(f"the program {program!r} of the command is not an executable file (looked "
                               f"{'in ' + self.cwd if '/' in program else 'on PATH'}): build it or fix the command")
         preload_library(path)
@@ -602,14 +596,3 @@ def file_system_written(report: Mapping[str, Any] | None, workdir: Path) -> str:
     if not found:
         return filesystem_type(workdir)
     return "lustre" if "lustre" in found else found.most_common(1)[0][0]
-
-
-def _program(argv: Sequence[str]) -> str:
-    """The program a command line runs: its first word, past an ``env`` and the settings and options it takes
-    (``env HDF5_PARAPREFIX=/scratch ./app`` runs ``./app``)."""
-    words = list(argv)
-    if words and Path(words[0]).name == "env":
-        words = words[1:]
-        while words and ("=" in words[0] or words[0].startswith("-")):
-            words = words[2:] if words[0] in ("-u", "--unset", "-C", "--chdir") else words[1:]
-    return words[0] if words else argv[0]
