@@ -36,6 +36,9 @@ def show(result, trace) -> None:
     from iobo.replay.record import check_path
     from iobo.replay.signature import render
 
+    if result.get("source") == "darshan-dxt":
+        _show_log(result, trace)
+        return
     print("I/O signature, default configuration (error: |kernel - program| / program):")
     print(render(result["signature"]))
     print()
@@ -52,5 +55,27 @@ def show(result, trace) -> None:
     verdict = "PASS" if result["passed"] else "FAIL"
     print(f"{verdict}: bytes per level within {100 * result['thresholds']['bytes']:g}%, operation counts within "
           f"{100 * result['thresholds']['calls']:g}%, same datasets and layouts; saved {check_path(trace)}")
+    for failure in result["failures"]:
+        print(f"  {failure}")
+
+
+def _show_log(result, trace) -> None:
+    """Print the check of a trace made from a Darshan DXT log: no program to run, the kernel against the log's
+    counters."""
+    from iobo.replay.record import check_path
+    from iobo.replay.signature import render
+
+    print(f"a trace from a Darshan DXT log ({result['log']}) has no program here to run: the kernel is compared "
+          f"with the log's own counters, not with the program, and no speedups are measured")
+    print("I/O signature, default configuration ('program' is the log's counters; error: |kernel - log| / log):")
+    print(render(result["signature"]))
+    walls = result["median_wall_s"]
+    print(f"kernel wall time: {walls['kernel']:.3g} s; the logged run: {walls['program']:.3g} s")
+    level = result["judged_level"]
+    verdict = "PASS" if result["passed"] else "FAIL"
+    print(f"{verdict}: {level} bytes within {100 * result['thresholds']['bytes']:g}% and operation counts within "
+          f"{100 * result['thresholds']['calls']:g}% of the log's"
+          + (" (the POSIX level below is what this machine's MPI-IO did, not judged)" if level == "mpiio" else "")
+          + f"; saved {check_path(trace)}")
     for failure in result["failures"]:
         print(f"  {failure}")

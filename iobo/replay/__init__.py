@@ -19,15 +19,19 @@
   the kernel with its program (``iobo check``).
 - :mod:`iobo.replay.signature`: a run's I/O signature from the shim's report
   and the comparison of a kernel's with the program's.
+- :func:`from_darshan`: the trace of a Darshan log's DXT records (POSIX and
+  MPI-IO level, ``iobo record --from-darshan``; :class:`DxtMissing` for a
+  log without them), :mod:`iobo.replay.darshan`.
 
-Importing this package loads neither h5py nor mpi4py.
+Importing this package loads neither h5py, mpi4py nor pydarshan.
 """
 
 from iobo.replay._model import (GAP_FLOOR_S, OPEN_OPS, TRACE_FORMAT, TRACE_VERSION, WORKDIR, Trace, event_bytes,
                                opens_for_writing, without_gap)
 from iobo.replay._raw import NEVER_RECORDED, RAW_FORMAT, RAW_VERSION, raw_files, read_raw
+from iobo.replay.darshan import DxtMissing, from_darshan
 from iobo.replay.record import kernel_spec, record
 
-__all__ = ["GAP_FLOOR_S", "NEVER_RECORDED", "OPEN_OPS", "RAW_FORMAT", "RAW_VERSION", "TRACE_FORMAT", "TRACE_VERSION",
-           "WORKDIR", "Trace", "event_bytes", "kernel_spec", "opens_for_writing", "raw_files", "read_raw", "record",
-           "without_gap"]
+__all__ = ["DxtMissing", "GAP_FLOOR_S", "NEVER_RECORDED", "OPEN_OPS", "RAW_FORMAT", "RAW_VERSION", "TRACE_FORMAT",
+           "TRACE_VERSION", "WORKDIR", "Trace", "event_bytes", "from_darshan", "kernel_spec", "opens_for_writing",
+           "raw_files", "read_raw", "record", "without_gap"]

@@ -18,6 +18,11 @@ the shim:
 The result is stored next to the trace (``<trace>.check.json``,
 :func:`iobo.replay.record.check_path`); ``iobo tune --trace`` warns when it
 is missing, failed or of another recording.
+
+A trace made from a Darshan DXT log (:mod:`iobo.replay.darshan`) has no
+program here to run: :func:`check_log` runs its kernel once with the system
+default and compares its signature with the log's own counters, at the level
+the trace replays (no speedups: nothing to compare them with).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from iobo.errors import ConfigError, SpaceError
+from iobo.replay.darshan import DARSHAN_SOURCE
 from iobo.space import KiB, MiB
 
 THRESHOLDS = {"bytes": 0.001, "calls": 0.02}
@@ -98,6 +104,8 @@ def check(trace_path: str | os.PathLike, configs: int = 4, repeats: int = 3, wor
     if repeats < 1:
         raise ConfigError(f"repeats (runs of each configuration on each side) must be >= 1; got {repeats}")
     trace = load_trace(trace_path)
+    if trace.metadata.get("source") == DARSHAN_SOURCE:
+        return check_log(trace_path, workdir, launcher, timeout_s, echo)
     ranks = trace.metadata["ranks"]
     kernel = ProgramRun.of(kernel_spec(trace_path, ranks=ranks))
     program = ProgramRun.of(program_spec(trace))
@@ -146,6 +154,46 @@ def check(trace_path: str | os.PathLike, configs: int = 4, repeats: int = 3, wor
         "signature": rows, "failures": failed, "passed": not failed,
         "configurations": results, "spearman": correlation,
         "median_wall_s": walls, "runs": runs,
+    }
+    check_path(trace_path).write_text(json.dumps(result, indent=1, default=str) + "\n")
+    return result
+
+
+def check_log(trace_path: str | os.PathLike, workdir: str | os.PathLike | None = None, launcher=None,
+              timeout_s: float = 600.0, echo=None) -> dict[str, Any]:
+    """Check the kernel of a trace made from a Darshan DXT log: one run with the system default under the shim,
+    its I/O signature beside the log's counters (the trace's ``metadata["signature"]``, the program's column),
+    judged against :data:`THRESHOLDS` at the trace's top level (MPI-IO, or POSIX when it replays no MPI-IO: the
+    POSIX calls MPI-IO makes here are not the ones it made there). Stored and returned as :func:`check` does;
+    ``workdir`` defaults to ``iobo-work`` here (the log's directories are another machine's)."""
+    from iobo.launch import KernelJob, MpiexecLauncher, prepare_workdir, run_kernel
+    from iobo.replay.record import ProgramRun, check_path, kernel_spec, load_trace, trace_digest
+    from iobo.replay.signature import compare, signature
+
+    trace = load_trace(trace_path)
+    ranks = trace.metadata["ranks"]
+    kernel = ProgramRun.of(kernel_spec(trace_path, ranks=ranks))
+    job = KernelJob(kernel=kernel, values=kernel.space().default(), ranks=ranks,
+                    workdir=str(prepare_workdir(workdir or "iobo-work")), launcher=launcher or MpiexecLauncher(),
+                    timeout_s=timeout_s, tag="check")
+    outcome = run_kernel(job)
+    (echo or (lambda line: None))(f"kernel default: {outcome['mb_per_s']:.4g} MB/s, {outcome['wall_seconds']:.3g} s")
+    logged = trace.metadata["signature"]
+    for level in logged["levels"].values():  # JSON made the histograms' bins strings
+        for direction in ("write", "read"):
+            level[direction]["histogram"] = {int(k): v for k, v in level[direction]["histogram"].items()}
+    rows = compare(logged, signature(outcome["report"]))
+    level = trace.metadata["signature"]["top_level"]
+    judged = [row for row in rows if row["what"].split()[0] == level]
+    failed = failures(judged)
+    result = {
+        "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "source": DARSHAN_SOURCE, "log": trace.metadata.get("log"), "judged_level": level,
+        "trace": str(Path(trace_path).resolve()), "trace_sha256": trace_digest(trace_path),
+        "ranks": ranks, "repeats": 1, "thresholds": THRESHOLDS,
+        "signature": rows, "failures": failed, "passed": not failed,
+        "configurations": [], "spearman": None,
+        "median_wall_s": {"kernel": outcome["wall_seconds"], "program": trace.metadata.get("wall_s")},
     }
     check_path(trace_path).write_text(json.dumps(result, indent=1, default=str) + "\n")
     return result

@@ -37,7 +37,6 @@ from __future__ import annotations
 import datetime
 import os
 import shlex
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +67,7 @@ class _File:
     # rank -> [(start_s, end_s, direction, offset, length)]
     shared: bool = False  # one MPI-IO record of rank -1 in the log: every rank opened it
     modes: dict[str, str | None] = field(default_factory=dict)  # direction -> collective, independent or None
+    below: list[tuple[str, int]] = field(default_factory=list)  # an MPI-IO file's DXT_POSIX (direction, length)
 
     def all_segments(self):
         return [s for segments in self.segments.values() for s in segments]
@@ -126,7 +126,12 @@ def _files(report) -> tuple[list[_File], dict[str, Any]]:
         level = "mpiio" if module == "DXT_MPIIO" else "posix"
         for record in records:
             path = names.get(record["id"], "")
-            if (level == "posix" and record["id"] in mpiio_ids) or path in _STREAMS or not path:
+            if path in _STREAMS or not path:
+                continue
+            if level == "posix" and record["id"] in mpiio_ids:  # what MPI-IO did: kept for the signature only
+                below = files.setdefault(record["id"], _File(path, "mpiio", len(files))).below
+                for direction in _DIRECTIONS:
+                    below.extend((direction, int(n)) for n in record[f"{direction}_segments"].get("length", []))
                 continue
             file = files.setdefault(record["id"], _File(path, level, len(files)))
             mine = file.segments.setdefault(int(record["rank"]), [])
@@ -147,7 +152,7 @@ def _files(report) -> tuple[list[_File], dict[str, Any]]:
             independent = _sum(mpiio, [fid], f"MPIIO_INDEP_{kind}", f"MPIIO_NB_{kind}")
             file.modes[direction] = ("collective" if collective and not independent else
                                      "independent" if independent and not collective else None)
-    return sorted(files.values(), key=lambda f: f.index), dxt
+    return sorted((f for f in files.values() if f.all_segments()), key=lambda f: f.index), dxt
 
 
 def _base(paths: list[str]) -> str | None:
@@ -222,24 +227,38 @@ def _collective_counts_agree(file: _File, nprocs: int, direction: str) -> bool:
     return len(counts) == 1
 
 
+def _bin(length: int) -> int:
+    """The shim's request-size bin of a length: its lower bound, 0 or a power of two."""
+    return 0 if length <= 0 else 1 << (length.bit_length() - 1)
+
+
 def log_signature(report, files: list[_File], nprocs: int) -> dict[str, Any]:
-    """The log's own counters (POSIX and MPI-IO modules) of the files the trace replays, in the form of
-    :func:`iobo.replay.signature.signature` (no histograms, datasets or transfer modes: the counters' size
-    bins differ from the shim's and DXT has no HDF5). The POSIX rows hold every replayed file's POSIX counters,
-    those MPI-IO made underneath included (the levels nest, as in the shim's report)."""
+    """The log's own view of the files the trace replays, in the form of :func:`iobo.replay.signature.signature`:
+    bytes and calls per level and direction from its counters (POSIX and MPI-IO modules), the request-size
+    histograms from its DXT segments (the shim's bins), files as (file, rank) opens, as the shim counts them. The
+    POSIX level holds every replayed file, those MPI-IO wrote through included (the levels nest, as in the shim's
+    report); no HDF5, datasets or transfer modes (DXT has none)."""
     frames = {"posix": _counters(report, "POSIX"), "mpiio": _counters(report, "MPI-IO")}
-    ids = {"mpiio": [fid for fid, f in _ids(report, files).items() if f.level == "mpiio"],
-           "posix": list(_ids(report, files))}
+    by_id = _ids(report, files)
+    ids = {"mpiio": [fid for fid, f in by_id.items() if f.level == "mpiio"], "posix": list(by_id)}
+    opens = {f.index: (nprocs if f.shared else len(f.segments)) for f in files}
     levels: dict[str, Any] = {"hdf5": {"files": 0, **{d: {"bytes": 0, "calls": 0, "histogram": {}}
                                                       for d in _DIRECTIONS}}}
     for level in ("mpiio", "posix"):
         frame = frames[level]
-        present = set(frame["id"]) if frame is not None else set()
-        entry: dict[str, Any] = {"files": len([fid for fid in ids[level] if fid in present])}
+        chosen = [by_id[fid] for fid in ids[level]]
+        entry: dict[str, Any] = {"files": sum(opens[f.index] for f in chosen)}
         for direction in _DIRECTIONS:
             bytes_column, call_columns = _io_columns(level, direction)
+            lengths = [s[4] for f in chosen if f.level == level for s in f.all_segments() if s[2] == direction]
+            if level == "posix":
+                lengths += [n for f in chosen for d, n in f.below if d == direction]
+            histogram: dict[int, int] = {}
+            for length in lengths:
+                histogram[_bin(length)] = histogram.get(_bin(length), 0) + 1
             entry[direction] = {"bytes": _sum(frame, ids[level], bytes_column),
-                                "calls": _sum(frame, ids[level], *call_columns), "histogram": {}}
+                                "calls": _sum(frame, ids[level], *call_columns), "histogram": dict(sorted(
+                                    histogram.items()))}
         levels[level] = entry
     collective = {}
     for direction in _DIRECTIONS:
@@ -248,7 +267,7 @@ def log_signature(report, files: list[_File], nprocs: int) -> dict[str, Any]:
         calls = levels["mpiio"][direction]["calls"]
         collective[direction] = together / calls if calls else None
     return {"version": 1, "ranks": nprocs, "top_level": "mpiio" if ids["mpiio"] else "posix", "levels": levels,
-            "collective_share": collective, "files": {"hdf5": 0, "mpiio": levels["mpiio"]["files"]},
+            "collective_share": collective, "files": {"hdf5": 0, "mpiio": len(ids["mpiio"])},
             "datasets": {}, "transfer_modes": {d: {} for d in _DIRECTIONS}}
 
 
@@ -257,7 +276,7 @@ def _ids(report, files: list[_File]) -> dict[int, _File]:
     return {fid: by_path[name] for fid, name in report.name_records.items() if name in by_path}
 
 
-def _notes(report, files: list[_File], dxt: dict[str, Any], nprocs: int) -> list[str]:
+def _notes(report, files: list[_File], nprocs: int) -> list[str]:
     """What the trace cannot hold, in sentences: DXT's limits, then this log's."""
     levels = {f.level for f in files}
     notes = [
@@ -351,11 +370,11 @@ def from_darshan(log_path: str | os.PathLike) -> Trace:
     if not files:
         raise DxtMissing(f"the Darshan log {log_path} has no DXT records (modules: {', '.join(report.modules)}), "
                          f"only counters, which hold no per-call offsets, sizes or times to replay: run the program "
-                         f"again with DXT on, DXT_ENABLE_IO_TRACE=1 in its environment (Darshan >= 3.2), e.g. "
+                         f"again with DXT on, DXT_ENABLE_IO_TRACE=1 in its environment, e.g. "
                          f"DXT_ENABLE_IO_TRACE=1 mpiexec -n N ./app")
     job = report.metadata["job"]
     nprocs = int(job["nprocs"])
-    notes = _notes(report, files, dxt, nprocs)  # before the events: it may turn a file's collective mode off
+    notes = _notes(report, files, nprocs)  # before the events: it may turn a file's collective mode off
     base = _base([f.path for f in files])
     per_rank, tails = [], []
     run_time = float(job.get("run_time") or (job["end_time_sec"] - job["start_time_sec"]))
@@ -393,21 +412,4 @@ def from_darshan(log_path: str | os.PathLike) -> Trace:
                              workdir=base, outside=[], not_recorded=notes, tail_gap_s=tails, metadata=metadata)
 
 
-def dxt_bytes(log_path: str | os.PathLike) -> dict[str, dict[int, dict[str, int]]]:
-    """The sums of the log's DXT segment lengths by module, rank and direction (``{"DXT_POSIX": {rank: {"write":
-    bytes, "read": bytes}}}``), every record included."""
-    report = _open_report(log_path)
-    sums: dict[str, dict[int, dict[str, int]]] = {}
-    for module in DXT_MODULES:
-        if module not in report.records:
-            continue
-        per_rank: dict[int, dict[str, int]] = defaultdict(lambda: {d: 0 for d in _DIRECTIONS})
-        for record in report.records[module].to_df():
-            for direction in _DIRECTIONS:
-                frame = record[f"{direction}_segments"]
-                per_rank[int(record["rank"])][direction] += int(frame["length"].sum()) if len(frame) else 0
-        sums[module] = dict(per_rank)
-    return sums
-
-
-__all__ = ["DARSHAN_SOURCE", "DXT_MODULES", "DxtMissing", "dxt_bytes", "from_darshan", "log_signature"]
+__all__ = ["DARSHAN_SOURCE", "DXT_MODULES", "DxtMissing", "from_darshan", "log_signature"]
