@@ -82,8 +82,11 @@ class _File:
 def _open_report(log_path: str | os.PathLike):
     import logging
 
-    import darshan
-
+    try:
+        import darshan
+    except ImportError:
+        raise ConfigError("reading a Darshan log needs pydarshan: pip install darshan (iobo's dependency; it "
+                          "bundles the log reader)") from None
     logging.getLogger("darshan").setLevel(logging.ERROR)  # pydarshan warns about modules it has no plots for
     try:
         return darshan.DarshanReport(os.fspath(log_path), read_all=True)
@@ -374,6 +377,9 @@ def from_darshan(log_path: str | os.PathLike) -> Trace:
                          f"DXT_ENABLE_IO_TRACE=1 mpiexec -n N ./app")
     job = report.metadata["job"]
     nprocs = int(job["nprocs"])
+    if any(rank < 0 or rank >= nprocs for f in files for rank in f.segments):
+        raise ConfigError(f"the Darshan log {log_path} has DXT segments of ranks outside 0..{nprocs - 1}: it is "
+                          f"damaged")
     notes = _notes(report, files, nprocs)  # before the events: it may turn a file's collective mode off
     base = _base([f.path for f in files])
     per_rank, tails = [], []
@@ -383,9 +389,6 @@ def from_darshan(log_path: str | os.PathLike) -> Trace:
         per_rank.append(events)
         tail = run_time - end
         tails.append(round(tail, 6) if tail >= GAP_FLOOR_S else 0.0)
-    if any(rank < 0 or rank >= nprocs for f in files for rank in f.segments):
-        raise ConfigError(f"the Darshan log {log_path} has DXT segments of ranks outside 0..{nprocs - 1}: it is "
-                          f"damaged")
     idle = [rank for rank in range(nprocs) if not per_rank[rank]]
     if idle:
         notes.insert(0, f"{len(idle)} of {nprocs} ranks have no DXT segments: they replay no I/O")
