@@ -1,0 +1,268 @@
+"""Is a program's replay kernel a faithful and cheap stand-in for tuning it? (issue 28's benchmark)
+
+For one program (``--command``, with ``{workdir}``), run as a user would:
+
+1. **via the kernel**: ``iobo tune --command ... --via-kernel`` (record once, check, tune the kernel
+   ``--trials`` trials, confirm its minimal configuration on the program), timed end to end;
+2. **directly**: ``iobo tune --command ...`` (``--trials`` trials of the program, the same search arguments, its
+   minimal configuration confirmed the same way), timed end to end;
+3. **re-measured on one footing**, interleaved round by round in a shuffled (seeded) order, ``--rounds`` rounds:
+   the system default, the kernel study's recommendation (K), the program study's (P) and ``--spread`` seeded
+   random configurations of the program study's space, each run on the program, on the kernel and (its trial
+   time only) on the kernel replaying ``--steps`` of each repeated block. From these runs:
+
+   - each configuration's speedup over the default (medians) on program and kernel, and their Spearman rank
+     correlation (default excluded: >= 8 configurations; target >= 0.8);
+   - tuning fidelity: K's speedup on the program against P's, both with 95% bootstrap intervals (target: K's
+     median inside P's interval);
+   - trial time: the program's median wall time a run over the kernel's, and over the reduced kernel's
+     (target >= 10x where the computation is >= 10x the I/O).
+
+4. the signature table of the check ``--via-kernel`` ran (bytes per level within 0.1%, operation counts within
+   2%, same datasets and layouts), read from ``<trace>.check.json``.
+
+Printed and written to ``--out``; the logs of both ``iobo tune`` commands go beside it (``.via.log``,
+``.direct.log``). Example (a program built by ``experiments/kernels/build_programs.sh``)::
+
+    .venv/bin/python -m experiments.kernels.benchmark --name heat-c --ranks 2 \\
+        --command '/tmp/iobo-kernels/heat-c/heat_mpi ...' --source 'github.com/... <commit>' \\
+        --out experiments/results/kernels-heat-c.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from experiments.harness.recording import machine
+
+ROOT = Path(__file__).resolve().parents[2]
+IOBO = [str(Path(sys.executable).with_name("iobo"))]
+
+
+def tune(args, study: str, workdir: Path, log: Path, via_kernel: bool) -> float:
+    """One ``iobo tune --command`` (``--via-kernel`` or not), its output to ``log``; its wall seconds."""
+    argv = [*IOBO, "tune", "--command", args.command, "--ranks", str(args.ranks), "--trials", str(args.trials),
+            "--storage", args.storage, "--study", study, "--workdir", str(workdir), "--seed", str(args.seed),
+            "--sampler", args.sampler, "--confirm", str(args.confirm), *(["--via-kernel"] if via_kernel else [])]
+    workdir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
+    seconds = time.monotonic() - started
+    log.write_text(f"$ {shlex.join(argv)}\n# exit {done.returncode}, {seconds:.1f} s\n{done.stdout}\n"
+                   f"# stderr\n{done.stderr}")
+    if done.returncode != 0:
+        raise SystemExit(f"{shlex.join(argv)} failed ({done.returncode}); see {log}:\n{done.stderr[-2000:]}")
+    return seconds
+
+
+def recommendation(storage: str, study_name: str) -> tuple[dict, str]:
+    """A study's recommended values (the minimal configuration) and how they were chosen."""
+    import optuna
+
+    from iobo.cli.common import chosen_config
+
+    _, chosen, config = chosen_config(optuna.load_study(study_name=study_name, storage=storage))
+    return dict(config.values), chosen.how
+
+
+def spread_configs(space, workload, frozen, count: int, seed: int) -> list[dict]:
+    """``count`` distinct random configurations of ``space`` (each parameter not ``frozen`` uniform over its
+    values, then repaired to the space's constraints), none the default."""
+    rng = random.Random(seed)
+    default = space.default()
+    found: list[dict] = []
+    for _ in range(200 * count):
+        drawn = {p.name: default[p.name] if p.name in frozen else rng.choice(p.values) for p in space}
+        drawn = {name: value for name, value in drawn.items() if space.is_active(space[name], drawn)}
+        values, _ = space.repair(drawn, workload)
+        values = space.complete(values)
+        if values != default and values not in found:
+            found.append(values)
+        if len(found) == count:
+            break
+    return found
+
+
+def median_interval(values: list[float], resamples: int = 4000, seed: int = 0) -> tuple[float, float, float]:
+    """Median and its percentile-bootstrap 95% interval."""
+    rng = np.random.default_rng(seed)
+    data = np.asarray(values, dtype=float)
+    medians = np.median(rng.choice(data, size=(resamples, data.size), replace=True), axis=1)
+    return float(np.median(data)), float(np.quantile(medians, 0.025)), float(np.quantile(medians, 0.975))
+
+
+def speedup_interval(runs: list[float], default: list[float], seed: int = 0) -> tuple[float, float, float]:
+    """median(runs) / median(default) and its percentile-bootstrap 95% interval (both resampled)."""
+    rng = np.random.default_rng(seed)
+    a, b = np.asarray(runs, dtype=float), np.asarray(default, dtype=float)
+    ratios = (np.median(rng.choice(a, size=(4000, a.size)), axis=1)
+              / np.median(rng.choice(b, size=(4000, b.size)), axis=1))
+    return float(np.median(a) / np.median(b)), float(np.quantile(ratios, 0.025)), float(np.quantile(ratios, 0.975))
+
+
+def changes(values: dict, default: dict) -> str:
+    shown = {k: v for k, v in values.items() if default.get(k) != v}
+    return ", ".join(f"{k}={v}" for k, v in sorted(shown.items())) or "(default)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--name", required=True, help="a short name for the program (studies, files)")
+    parser.add_argument("--command", required=True, help="the program and its arguments, with {workdir}")
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--source", required=True, help="where the program came from: repository and commit")
+    parser.add_argument("--language", default="", help="the program's language (for the table)")
+    parser.add_argument("--trials", type=int, default=20, help="trials of each tuning (kernel, program)")
+    parser.add_argument("--confirm", type=int, default=5, help="--confirm of both iobo tune commands")
+    parser.add_argument("--sampler", default="gp")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--spread", type=int, default=6, help="random configurations besides K and P")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the re-measurement")
+    parser.add_argument("--steps", type=int, default=1, help="repetitions the reduced kernel replays")
+    parser.add_argument("--workdir", default="/dev/shm/iobo-kernels-bench")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+
+    from iobo.errors import IoboError
+    from iobo.kernels.command import CommandSpec
+    from iobo.launch import KernelJob, run_kernel
+    from iobo.replay.record import kernel_spec
+    from iobo.replay.signature import render
+    from iobo.trials import FROZEN_ATTR, stored_space
+
+    import optuna
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(args.workdir) / args.name
+    if work.exists():
+        subprocess.run(["rm", "-rf", str(work)], check=True)
+    work.mkdir(parents=True)
+    args.storage = f"sqlite:///{work / 'iobo.db'}"
+    via_study, direct_study = f"{args.name}-via", f"{args.name}-direct"
+
+    seconds_via = tune(args, via_study, work / "via", out.with_suffix(".via.log"), via_kernel=True)
+    seconds_direct = tune(args, direct_study, work / "direct", out.with_suffix(".direct.log"), via_kernel=False)
+    program = CommandSpec(args.command)
+    trace_path = work / "via" / f"{program.name}.trace.json"
+    check = json.loads(Path(f"{trace_path}.check.json").read_text())
+    via_text = out.with_suffix(".via.log").read_text()
+    direct_text = out.with_suffix(".direct.log").read_text()
+    confirmed = {side: next((line for line in text.splitlines() if line.startswith(("speedup on the program",
+                                                                                        "confirmed:", "speedup:"))),
+                            "(no confirmation line)")
+                 for side, text in (("via kernel", via_text), ("direct", direct_text))}
+
+    kernel_values, kernel_how = recommendation(args.storage, f"{via_study}-kernel")
+    program_values, program_how = recommendation(args.storage, direct_study)
+    study = optuna.load_study(study_name=direct_study, storage=args.storage)
+    space = stored_space(study)
+    default = space.default()
+    configs = {"default": default, "K (kernel's)": space.complete({**default, **kernel_values}),
+               "P (program's)": space.complete({**default, **program_values})}
+    for i, values in enumerate(spread_configs(space, program.workload(args.ranks, {}),
+                                                study.user_attrs.get(FROZEN_ATTR, {}), args.spread, args.seed)):
+        configs[f"random {i + 1}"] = values
+
+    sides = {"program": program, "kernel": kernel_spec(trace_path, ranks=args.ranks),
+             f"kernel --steps {args.steps}": kernel_spec(trace_path, steps=args.steps, ranks=args.ranks)}
+    runs = {(name, side): [] for name in configs for side in sides}
+    measure_dir = work / "remeasure"
+    measure_dir.mkdir()
+    rng = random.Random(args.seed)
+    order = [(name, side) for name in configs for side in sides]
+    for spec in sides.values():  # warm-up, unrecorded
+        run_kernel(KernelJob(kernel=spec, values=spec.space().complete(default), ranks=args.ranks,
+                             workdir=str(measure_dir), timeout_s=600))
+    for round_ in range(args.rounds):
+        rng.shuffle(order)
+        for name, side in order:
+            spec = sides[side]
+            values = spec.space().complete({k: v for k, v in configs[name].items() if k in spec.space().names})
+            try:
+                outcome = run_kernel(KernelJob(kernel=spec, values=values, ranks=args.ranks,
+                                               workdir=str(measure_dir), timeout_s=600))
+            except IoboError as exc:
+                print(f"round {round_ + 1} {name} on {side}: failed: {str(exc).splitlines()[0]}", file=sys.stderr)
+                continue
+            runs[name, side].append({"mb_per_s": outcome["mb_per_s"], "wall_s": outcome["wall_seconds"]})
+        print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+
+    def mbs(name, side):
+        return [r["mb_per_s"] for r in runs[name, side]]
+
+    from scipy.stats import spearmanr
+
+    rows, kernel_speedups, program_speedups = [], [], []
+    for name, values in configs.items():
+        p = speedup_interval(mbs(name, "program"), mbs("default", "program"))
+        k = speedup_interval(mbs(name, "kernel"), mbs("default", "kernel"))
+        rows.append((name, changes(values, default), p, k))
+        if name != "default":
+            program_speedups.append(p[0])
+            kernel_speedups.append(k[0])
+    rho = float(spearmanr(kernel_speedups, program_speedups).statistic)
+    walls = {side: median_interval([r["wall_s"] for name in configs for r in runs[name, side]]) for side in sides}
+    k_row = next(r for r in rows if r[0].startswith("K "))
+    p_row = next(r for r in rows if r[0].startswith("P "))
+    fidelity = p_row[2][1] <= k_row[2][0] <= p_row[2][2]
+    trace_meta = json.loads(trace_path.read_text()).get("metadata", {})
+
+    lines = [
+        f"# experiments.kernels.benchmark on {machine()}",
+        f"# program: {args.name} ({args.language}), {args.ranks} ranks: {args.command}",
+        f"# source: {args.source}",
+        f"# recorded run: wall {trace_meta.get('wall_s', float('nan')):.3f} s, I/O phases "
+        f"{trace_meta.get('io_s', float('nan')):.3f} s (slowest rank); computation/I/O "
+        f"{(trace_meta.get('wall_s', 0) - trace_meta.get('io_s', 0)) / max(trace_meta.get('io_s', 1e-9), 1e-9):.1f}x",
+        f"# tuning: {args.trials} trials each, sampler {args.sampler}, seed {args.seed}, --confirm {args.confirm}",
+        "",
+        "## signature, kernel vs program (the --via-kernel check; targets: bytes 0.1%, operations 2%)",
+        render(check["signature"]),
+        f"check: {'passed' if check['passed'] else 'FAILED: ' + '; '.join(check['failures'])}",
+        "",
+        f"## re-measured, {args.rounds} interleaved rounds (speedup over the default: median [95% bootstrap])",
+        f"{'configuration':<14} {'program':>22} {'kernel':>22}  changes",
+    ]
+    for name, text, p, k in rows:
+        lines.append(f"{name:<14} {p[0]:>7.3f} [{p[1]:.3f}-{p[2]:.3f}] {k[0]:>7.3f} [{k[1]:.3f}-{k[2]:.3f}]  {text}")
+    lines += [
+        f"rank correlation (Spearman, {len(program_speedups)} configurations, default excluded): {rho:.3f} "
+        f"(target >= 0.8: {'met' if rho >= 0.8 else 'NOT met'})",
+        f"tuning fidelity: K {k_row[2][0]:.3f} on the program, P {p_row[2][0]:.3f} "
+        f"[{p_row[2][1]:.3f}-{p_row[2][2]:.3f}]: K {'inside' if fidelity else 'OUTSIDE'} P's 95% interval",
+        f"  K ({kernel_how}): {k_row[1]}",
+        f"  P ({program_how}): {p_row[1]}",
+        "",
+        "## trial time (median wall seconds a run [95% bootstrap], all re-measured runs)",
+        *[f"{side:<18} {w[0]:7.3f} [{w[1]:.3f}-{w[2]:.3f}]  program/this {walls['program'][0] / w[0]:.2f}x"
+          for side, w in walls.items()],
+        "",
+        "## end to end (iobo tune, as a user runs it)",
+        f"via the kernel (record + check + {args.trials} kernel trials + confirmation on the program): "
+        f"{seconds_via:.1f} s; {confirmed['via kernel']}",
+        f"directly ({args.trials} program trials + confirmation): {seconds_direct:.1f} s; {confirmed['direct']}",
+        f"direct / via kernel: {seconds_direct / seconds_via:.2f}x (target >= 5x)",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    out.write_text(text + "\n")
+    out.with_suffix(".json").write_text(json.dumps({
+        "name": args.name, "command": args.command, "source": args.source, "ranks": args.ranks,
+        "configs": configs, "runs": {f"{n}|{s}": v for (n, s), v in runs.items()}, "spearman": rho,
+        "seconds_via": seconds_via, "seconds_direct": seconds_direct, "check": check}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
