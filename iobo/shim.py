@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -404,16 +405,44 @@ ROMIO_COMPONENT = "romio321"
 back "in effect" and do nothing."""
 
 
-def mpi_environment(library: str | os.PathLike, environ: dict[str, str] | None = None) -> dict[str, str]:
+def links_open_mpi(library: str | os.PathLike) -> bool:
+    """Whether the shared library (or executable) ``library`` resolves Open MPI's runtime (:data:`OPEN_MPI_RUNTIME`)."""
+    done = subprocess.run(["ldd", os.fspath(library)], capture_output=True, text=True, timeout=60)
+    return any(OPEN_MPI_RUNTIME.fullmatch(line.strip().split(" => ")[0]) for line in done.stdout.splitlines())
+
+
+def selects_romio(value: str) -> bool:
+    """Whether Open MPI's ``OMPI_MCA_io=value`` leaves ROMIO as the MPI-IO component: a list of ROMIO components
+    only (``romio321``), or one that excludes OMPIO and no ROMIO (``^ompio``). Any other (``ompio``,
+    ``ompio,romio321``: OMPIO's priority is higher) selects OMPIO."""
+    excluded = value.strip().startswith("^")
+    names = [n.strip() for n in value.strip().lstrip("^").split(",") if n.strip()]
+    romio = [n for n in names if n.startswith("romio")]
+    if excluded:
+        return "ompio" in names and not romio
+    return bool(names) and len(romio) == len(names)
+
+
+def mpi_environment(library: str | os.PathLike, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Variables a program needs under the shim ``library`` for its MPI-IO settings to act: for a shim linked to
     Open MPI, ``OMPI_MCA_io=romio321`` (ROMIO instead of OMPIO), unless ``environ`` (default: this process's)
-    already chooses a component (the user's choice stands). Empty for other MPIs."""
+    already chooses a component (the user's choice stands: :func:`io_component` tells which). Empty for other
+    MPIs."""
     environ = os.environ if environ is None else environ
-    done = subprocess.run(["ldd", os.fspath(library)], capture_output=True, text=True, timeout=60)
-    names = [line.strip().split(" => ")[0] for line in done.stdout.splitlines()]
-    if OMPI_IO_VARIABLE in environ or not any(OPEN_MPI_RUNTIME.fullmatch(n) for n in names):
+    if OMPI_IO_VARIABLE in environ or not links_open_mpi(library):
         return {}
     return {OMPI_IO_VARIABLE: ROMIO_COMPONENT}
+
+
+def io_component(library: str | os.PathLike, environ: Mapping[str, str] | None = None) -> str | None:
+    """The MPI-IO component a program runs with under the shim ``library`` and :func:`mpi_environment` in
+    ``environ`` (default: this process's): ``"ompio"`` when the shim is linked to Open MPI and ``OMPI_MCA_io``
+    selects OMPIO (:func:`selects_romio`), ``"romio"`` for Open MPI otherwise, None for other MPIs (whose MPI-IO
+    is ROMIO: MPICH, Intel MPI, Cray MPICH)."""
+    environ = os.environ if environ is None else environ
+    if not links_open_mpi(library):
+        return None
+    return "romio" if selects_romio(environ.get(OMPI_IO_VARIABLE, ROMIO_COMPONENT)) else "ompio"
 
 
 def check_program(program: str | os.PathLike, library: str | os.PathLike) -> None:

@@ -503,9 +503,10 @@ def outcome_attrs(outcome: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-SHIM_KEYS = ("io", "partly_applied", "shim_warnings", "measured_by")
+SHIM_KEYS = ("io", "partly_applied", "shim_warnings", "measured_by", "mpi_io")
 """Trial attrs of a program run under the preload shim, besides effective, hints and not_applied
-(see :func:`shim_attrs`)."""
+(see :func:`shim_attrs`); ``mpi_io``: Open MPI's MPI-IO component the run used (``romio``, ``ompio``; None for
+other MPIs, :func:`iobo.shim.io_component`)."""
 
 
 def shim_attrs(report: Mapping[str, Any], config_values: Mapping[str, Any]) -> dict:

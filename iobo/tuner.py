@@ -613,14 +613,16 @@ class Tuner:
 
     def _freeze_environment_limits(self, study, result: Mapping[str, Any], default: bool) -> None:
         """Freeze (study attr ``frozen``) the knobs no configuration can make take effect: on this file system
-        (striping off Lustre, :func:`iobo.stack.environment_limits`), and, from a run of the default before the
-        search (``default``: the run was one), for this program: those the shim saw no call to act on
+        and MPI-IO (striping off Lustre, ROMIO's hints under Open MPI's OMPIO: :func:`iobo.stack.environment_limits`),
+        and, from a run of the default before the search (``default``: the run was one), for this program: those
+        the shim saw no call to act on
         (:func:`iobo.stack.inert_knobs`: the read hints of a program that never reads...). A later run that
         makes such a call (a knob of the program changed what it does) thaws them."""
         from iobo.stack import INERT_REASONS, environment_limits, inert_knobs
 
         known = study.user_attrs.get(trials.FROZEN_ATTR, {})
-        limits = environment_limits(self.space, result["fs_type"]) if result.get("fs_type") else {}
+        limits = environment_limits(self.space, result["fs_type"], result.get("mpi_io"), result.get("ompi_io", "")) \
+            if result.get("fs_type") else {}
         inert = inert_knobs(self.space, result["io"]) if result.get("io") else None
         searching = any(trials.role(t) == ROLE_SEARCH and t.state != state("WAITING")
                         for t in study.get_trials(deepcopy=False))

@@ -59,11 +59,12 @@ from pathlib import Path
 from typing import Any
 
 from iobo.adapters import run_measure
-from iobo.shim import is_launcher, program_word, resolve_program
 from iobo.errors import ConfigError, IoboWarning, KernelError, SpaceError
 from iobo.kernels import JobSpec, Launch
 from iobo.kernels.inputs import READ_HINTS, stack_subspace
+from iobo.shim import OMPI_IO_VARIABLE, io_component, is_launcher, program_word, resolve_program
 from iobo.space import Parameter, Space, Workload
+from iobo.stack import romio_only
 
 PLACEHOLDERS = ("ranks", "workdir", "trial")
 OBJECTIVES = ("shim", "regex", "json", "wall")
@@ -434,6 +435,14 @@ class CommandSpec(JobSpec):
                 f"the file system is the one the program writes to, not --workdir's; put the output path under "
                 f"{{workdir}} (a fresh directory per trial), e.g. -o {{workdir}}/out.h5"), stacklevel=2)
 
+    def mpi_io(self) -> tuple[str | None, str]:
+        """(the MPI-IO component the program runs with here under its shim, :func:`iobo.shim.io_component`;
+        the ``OMPI_MCA_io`` of this environment, "" when unset)."""
+        from iobo.adapters import preload_library
+
+        path = self.program_path(self.render(self.space().default(), Path(self.cwd), "0", 1)[0])
+        return io_component(preload_library(path)), os.environ.get(OMPI_IO_VARIABLE, "")
+
     def prepare(self, trial_dir, config, options, job) -> Launch:
         """``{workdir}`` made, the hints file written, the shim environment with a report prefix, the knobs."""
         from iobo.adapters import program_environment
@@ -464,9 +473,15 @@ class CommandSpec(JobSpec):
         mb_per_s, nbytes, seconds = self.objective.measure(stdout, report, no_report, workdir, wall_s)
         result: dict[str, Any] = trials.shim_attrs(report, config.values) if report else {
             "shim_warnings": [no_report]}
+        mpi_io, ompi_io = self.mpi_io()
+        ignored = {k: v for k, v in romio_only(config.space, mpi_io, ompi_io).items() if k in config.changed()}
+        if ignored:  # OMPIO echoes the hints it ignores: the shim read them back "in effect"
+            result["not_applied"] = {**result.get("not_applied", {}), **ignored}
         result.update({
             "requested_hints": config.mpi_hints(),
             "fs_type": file_system_written(report, workdir),
+            "mpi_io": mpi_io,
+            "ompi_io": ompi_io,
             "measured_by": self.objective.describe(),
             "stdout_tail": "".join(stdout)[-TAIL_CHARS:],
         })

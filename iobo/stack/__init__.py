@@ -28,6 +28,7 @@ from iobo.stack.applicability import (
     filesystem_type,
     not_applicable,
     requested_hints,
+    romio_only,
 )
 from iobo.stack.effect import (
     chunk_request,
@@ -63,6 +64,7 @@ from iobo.stack.mpiio import byte_subarray, mpi_file_hints, mpi_info, mpi_open
 
 __all__ = [
     "environment_limits",
+    "romio_only",
     "inert_knobs",
     "INERT_REASONS",
     "ACTUAL_IO_MODES",

@@ -54,18 +54,40 @@ def filesystem_type(path: Path) -> str:
     return fs_type
 
 
-def environment_limits(space, fs_type: str) -> dict[str, str]:
-    """Parameters of ``space`` that no configuration can make take effect on this file system: ``{name: reason}``.
+OMPIO = "ompio"
+OMPIO_HONOURED = ("cb_buffer_size",)
+"""MPI-IO hints Open MPI's OMPIO acts on (/work/shared/MEASURED.md); the others of the mpiio layer are ROMIO's."""
+OMPIO_REASON = ("Open MPI runs with its OMPIO component (OMPI_MCA_io={value}), which ignores ROMIO's hints "
+                "(romio_*, cb_nodes, cb_config_list, ind_*) though MPI_File_get_info echoes them; OMPI_MCA_io=romio321 "
+                "(or unset) selects ROMIO")
+"""Why a ROMIO-only hint is frozen, or not applied, under OMPIO."""
 
-    Lustre's striping off Lustre. Unlike :func:`not_applicable`, this does not
-    depend on the configuration (a file per process also disables MPI-IO
-    hints, but only for that configuration), so the tuner can freeze these
-    knobs at their defaults for the rest of the study.
-    """
-    if fs_type == LUSTRE:
+
+def romio_only(space, mpi_io: str | None, ompi_io: str = "") -> dict[str, str]:
+    """Parameters of ``space`` that only ROMIO acts on, when the run's MPI-IO component ``mpi_io``
+    (:func:`iobo.shim.io_component`) is OMPIO: ``{name: reason}`` (``ompi_io``: the ``OMPI_MCA_io`` value that
+    chose it, for the reason). Empty for ROMIO (every other MPI, Open MPI with ROMIO)."""
+    if mpi_io != OMPIO:
         return {}
-    return {p.name: f"the output directory is on {fs_type}, not Lustre: striping hints have no effect"
-            for p in space if p.layer == "lustre"}
+    reason = OMPIO_REASON.format(value=ompi_io or "?")
+    return {p.name: reason for p in space
+            if p.layer == "mpiio" and p.name not in OMPIO_HONOURED}
+
+
+def environment_limits(space, fs_type: str, mpi_io: str | None = None, ompi_io: str = "") -> dict[str, str]:
+    """Parameters of ``space`` that no configuration can make take effect on this file system and MPI-IO:
+    ``{name: reason}``.
+
+    Lustre's striping off Lustre; ROMIO's hints under Open MPI's OMPIO (``mpi_io``, :func:`romio_only`).
+    Unlike :func:`not_applicable`, this does not depend on the configuration (a file per process also disables
+    MPI-IO hints, but only for that configuration), so the tuner can freeze these knobs at their defaults for
+    the rest of the study.
+    """
+    limits = romio_only(space, mpi_io, ompi_io)
+    if fs_type != LUSTRE:
+        limits.update({p.name: f"the output directory is on {fs_type}, not Lustre: striping hints have no effect"
+                       for p in space if p.layer == "lustre"})
+    return limits
 
 
 DATASET_CREATION = ("layout", "chunk_size")
