@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import darshan
+import optuna
 import pytest
 
 from iobo import adapters
@@ -198,9 +199,12 @@ def test_record_from_darshan_then_check_and_tune(library, scratch, monkeypatch, 
 
     storage = f"sqlite:///{scratch / 'study.db'}"
     code, out, err = cli(capsys, "tune", "--trace", "ior_hdf5_example.trace.json", "--ranks", 4, "--trials", 4,
-                         "--storage", storage)
+                         "--confirm", 0, "--storage", storage)
     assert code == 0, err
-    assert "trials:                  4 complete" in out and "may not do its program's I/O" not in err
+    assert "study 'ior-kernel-4ranks'" in out and "may not do its program's I/O" not in err
+    study = optuna.load_study(study_name="ior-kernel-4ranks", storage=storage)
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) >= 4 and all(t.value > 0 for t in done)
 
     code, _, err = cli(capsys, "record", "--from-darshan", LOGS / "example.darshan")
     assert code == 2 and "has no DXT records" in err and "DXT_ENABLE_IO_TRACE=1" in err
