@@ -3,7 +3,8 @@
  * settings at H5Fcreate and H5Fopen, chunked layout at H5Dcreate2, H5Dcreate1
  * and H5Dcreate_anon, collective transfer at H5Dwrite, what took effect,
  * the HDF5 reads and writes counted, and the report's datasets and transfer
- * modes.
+ * modes. Built against HDF5 1.14 or later, the same for its _async variants
+ * and H5Dwrite_multi/H5Dread_multi (at the end).
  */
 #include "common.h"
 
@@ -451,10 +452,11 @@ static void trace_bounds(struct json *j, hid_t space)
     j_close(j, "]");
 }
 
-/* The file selection of a transfer: all, none, a regular hyperslab, blocks or points. */
-static void trace_selection(struct json *j, hid_t file_space)
+/* A transfer's selection in a dataspace (the file's or the memory's): all, none, a regular hyperslab, blocks or
+ * points. */
+static void trace_selection(struct json *j, const char *key, hid_t file_space)
 {
-    j_open(j, "sel", "{");
+    j_open(j, key, "{");
     H5S_sel_type kind = H5S_SEL_ALL;
     if (file_space != H5S_ALL) {
         H5E_BEGIN_TRY { kind = H5Sget_select_type(file_space); } H5E_END_TRY;
@@ -575,8 +577,25 @@ static void trace_dataset_create(const char *api, uint64_t phase, hid_t loc_id, 
     trace_done(j, phase, dataset >= 0);
 }
 
-static void trace_transfer(const char *op, uint64_t phase, hid_t dset_id, hid_t mem_type_id, hid_t file_space_id,
-                           const char *xfer, uint64_t bytes, bool ok)
+/* The memory side of a transfer, when the program gave a dataspace for it: {"dims", "sel"} (a buffer with ghost
+ * cells, say, whose interior is written: its layout in memory changes the MPI-IO and POSIX calls HDF5 makes). */
+static void trace_memory(struct json *j, hid_t mem_space)
+{
+    if (mem_space == H5S_ALL)
+        return;
+    hsize_t dims[H5S_MAX_RANK];
+    int rank = -1;
+    H5E_BEGIN_TRY { rank = H5Sget_simple_extent_dims(mem_space, dims, NULL); } H5E_END_TRY;
+    if (rank < 0)
+        return;
+    j_open(j, "mem", "{");
+    j_dims(j, "dims", rank, dims, false);
+    trace_selection(j, "sel", mem_space);
+    j_close(j, "}");
+}
+
+static void trace_transfer(const char *op, uint64_t phase, hid_t dset_id, hid_t mem_type_id, hid_t mem_space_id,
+                           hid_t file_space_id, const char *xfer, uint64_t bytes, bool ok)
 {
     struct json *j = trace_start(op, phase);
     if (!j)
@@ -586,9 +605,45 @@ static void trace_transfer(const char *op, uint64_t phase, hid_t dset_id, hid_t 
     j_i64(j, "dset", dset_id);
     j_u64(j, "bytes", bytes);
     j_u64(j, "mem_size", itemsize);
-    trace_selection(j, file_space_id);
+    trace_selection(j, "sel", file_space_id);
+    trace_memory(j, mem_space_id);
     j_string(j, "xfer", xfer);
     trace_done(j, phase, ok);
+}
+
+/* One file open, whichever API made it: `run` calls the real function with
+ * the (tuned) access list; `op` names it in the trace (the synchronous call a
+ * replay makes), `call` in messages. */
+typedef hid_t (*open_run)(const void *args, hid_t fapl);
+
+static hid_t file_open(const char *op, const char *call, const char *name, unsigned flags, hid_t fapl_id,
+                       open_run run, const void *args)
+{
+    add(&hdf5_calls, 1);
+    bool copied, acted[N_SETTINGS] = {false};
+    hid_t fapl = tuned_fapl(fapl_id, &copied, acted);
+    uint64_t opened = now_ns(), phase = phase_enter();
+    hid_t file = run(args, fapl);
+    phase_leave(PHASE_HDF5, phase);
+    trace_file_open(op, phase, name, flags, fapl_id, file);
+    if (file >= 0)
+        after_file_open(call, name, file, fapl, acted, opened);
+    if (copied)
+        close_plist(fapl);
+    return file;
+}
+
+struct create_args {
+    H5Fcreate_fn real;
+    const char *name;
+    unsigned flags;
+    hid_t fcpl;
+};
+
+static hid_t run_create(const void *args, hid_t fapl)
+{
+    const struct create_args *a = args;
+    return a->real(a->name, a->flags, a->fcpl, fapl);
 }
 
 hid_t H5Fcreate(const char *name, unsigned flags, hid_t fcpl_id, hid_t fapl_id)
@@ -597,18 +652,20 @@ hid_t H5Fcreate(const char *name, unsigned flags, hid_t fcpl_id, hid_t fapl_id)
     H5Fcreate_fn real = REAL(H5Fcreate);
     if (!real)
         return H5I_INVALID_HID;
-    add(&hdf5_calls, 1);
-    bool copied, acted[N_SETTINGS] = {false};
-    hid_t fapl = tuned_fapl(fapl_id, &copied, acted);
-    uint64_t opened = now_ns(), phase = phase_enter();
-    hid_t file = real(name, flags, fcpl_id, fapl);
-    phase_leave(PHASE_HDF5, phase);
-    trace_file_open("H5Fcreate", phase, name, flags, fapl_id, file);
-    if (file >= 0)
-        after_file_open("H5Fcreate", name, file, fapl, acted, opened);
-    if (copied)
-        close_plist(fapl);
-    return file;
+    struct create_args args = {real, name, flags, fcpl_id};
+    return file_open("H5Fcreate", "H5Fcreate", name, flags, fapl_id, run_create, &args);
+}
+
+struct open_args {
+    H5Fopen_fn real;
+    const char *name;
+    unsigned flags;
+};
+
+static hid_t run_open(const void *args, hid_t fapl)
+{
+    const struct open_args *a = args;
+    return a->real(a->name, a->flags, fapl);
 }
 
 hid_t H5Fopen(const char *name, unsigned flags, hid_t fapl_id)
@@ -617,18 +674,37 @@ hid_t H5Fopen(const char *name, unsigned flags, hid_t fapl_id)
     H5Fopen_fn real = REAL(H5Fopen);
     if (!real)
         return H5I_INVALID_HID;
+    struct open_args args = {real, name, flags};
+    return file_open("H5Fopen", "H5Fopen", name, flags, fapl_id, run_open, &args);
+}
+
+/* One file close: `run` calls the real function (H5Fclose, H5Fclose_async). */
+typedef herr_t (*close_run)(const void *args);
+
+static herr_t file_close(hid_t file_id, close_run run, const void *args)
+{
     add(&hdf5_calls, 1);
-    bool copied, acted[N_SETTINGS] = {false};
-    hid_t fapl = tuned_fapl(fapl_id, &copied, acted);
-    uint64_t opened = now_ns(), phase = phase_enter();
-    hid_t file = real(name, flags, fapl);
+    struct file_entry entry = {.id = H5I_INVALID_HID, .mpio = false, .logs = false, .transfer_said = false,
+                               .record = -1};
+    bool known = file_entry_of(file_id, &entry, false);
+    uint64_t phase = phase_enter();
+    herr_t status = run(args);
     phase_leave(PHASE_HDF5, phase);
-    trace_file_open("H5Fopen", phase, name, flags, fapl_id, file);
-    if (file >= 0)
-        after_file_open("H5Fopen", name, file, fapl, acted, opened);
-    if (copied)
-        close_plist(fapl);
-    return file;
+    trace_handle("H5Fclose", phase, "file", file_id, status >= 0);
+    if (status >= 0 && known)
+        record_close(entry.record);
+    return status;
+}
+
+struct fclose_args {
+    H5Fclose_fn real;
+    hid_t id;
+};
+
+static herr_t run_fclose(const void *args)
+{
+    const struct fclose_args *a = args;
+    return a->real(a->id);
 }
 
 herr_t H5Fclose(hid_t file_id)
@@ -637,17 +713,8 @@ herr_t H5Fclose(hid_t file_id)
     H5Fclose_fn real = REAL(H5Fclose);
     if (!real)
         return -1;
-    add(&hdf5_calls, 1);
-    struct file_entry entry = {.id = H5I_INVALID_HID, .mpio = false, .logs = false, .transfer_said = false,
-                               .record = -1};
-    bool known = file_entry_of(file_id, &entry, false);
-    uint64_t phase = phase_enter();
-    herr_t status = real(file_id);
-    phase_leave(PHASE_HDF5, phase);
-    trace_handle("H5Fclose", phase, "file", file_id, status >= 0);
-    if (status >= 0 && known)
-        record_close(entry.record);
-    return status;
+    struct fclose_args args = {real, file_id};
+    return file_close(file_id, run_fclose, &args);
 }
 
 /* Calls that change nothing: they count in the I/O phases (a chunked
@@ -986,6 +1053,40 @@ static void after_dataset_create(const char *call, hid_t loc_id, hid_t dataset, 
         say("%s %s: layout left as the program set it (%s)", call, name ? name : "(anonymous dataset)", plan->skip);
 }
 
+/* One dataset creation, whichever API made it: `run` calls the real function
+ * with the (planned) creation list; `api` is the trace's ("2", "1", "anon"),
+ * `call` the name in messages. */
+typedef hid_t (*create_run)(const void *args, hid_t dcpl);
+
+static hid_t dataset_create(const char *api, const char *call, hid_t loc_id, const char *name, hid_t type_id,
+                            hid_t space_id, hid_t dcpl_id, create_run run, const void *args)
+{
+    add(&hdf5_calls, 1);
+    struct layout_plan plan;
+    plan_layout(type_id, space_id, dcpl_id, &plan);
+    uint64_t phase = phase_enter();
+    hid_t dataset = run(args, plan.dcpl >= 0 ? plan.dcpl : dcpl_id);
+    phase_leave(PHASE_HDF5, phase);
+    trace_dataset_create(api, phase, loc_id, dataset, name != NULL, type_id, space_id, dcpl_id);
+    if (dataset >= 0)
+        after_dataset_create(call, loc_id, dataset, name, &plan);
+    if (plan.dcpl >= 0)
+        close_plist(plan.dcpl);
+    return dataset;
+}
+
+struct dcreate2_args {
+    H5Dcreate2_fn real;
+    hid_t loc, type, space, lcpl, dapl;
+    const char *name;
+};
+
+static hid_t run_dcreate2(const void *args, hid_t dcpl)
+{
+    const struct dcreate2_args *a = args;
+    return a->real(a->loc, a->name, a->type, a->space, a->lcpl, dcpl, a->dapl);
+}
+
 hid_t H5Dcreate2(hid_t loc_id, const char *name, hid_t type_id, hid_t space_id, hid_t lcpl_id, hid_t dcpl_id,
                  hid_t dapl_id)
 {
@@ -993,18 +1094,21 @@ hid_t H5Dcreate2(hid_t loc_id, const char *name, hid_t type_id, hid_t space_id, 
     H5Dcreate2_fn real = REAL(H5Dcreate2);
     if (!real)
         return H5I_INVALID_HID;
-    add(&hdf5_calls, 1);
-    struct layout_plan plan;
-    plan_layout(type_id, space_id, dcpl_id, &plan);
-    uint64_t phase = phase_enter();
-    hid_t dataset = real(loc_id, name, type_id, space_id, lcpl_id, plan.dcpl >= 0 ? plan.dcpl : dcpl_id, dapl_id);
-    phase_leave(PHASE_HDF5, phase);
-    trace_dataset_create("2", phase, loc_id, dataset, true, type_id, space_id, dcpl_id);
-    if (dataset >= 0)
-        after_dataset_create("H5Dcreate2", loc_id, dataset, name ? name : "?", &plan);
-    if (plan.dcpl >= 0)
-        close_plist(plan.dcpl);
-    return dataset;
+    struct dcreate2_args args = {real, loc_id, type_id, space_id, lcpl_id, dapl_id, name};
+    return dataset_create("2", "H5Dcreate2", loc_id, name ? name : "?", type_id, space_id, dcpl_id, run_dcreate2,
+                          &args);
+}
+
+struct dcreate1_args {
+    H5Dcreate1_fn real;
+    hid_t loc, type, space;
+    const char *name;
+};
+
+static hid_t run_dcreate1(const void *args, hid_t dcpl)
+{
+    const struct dcreate1_args *a = args;
+    return a->real(a->loc, a->name, a->type, a->space, dcpl);
 }
 
 /* The 1.6 API (programs built with -DH5_USE_16_API call it as H5Dcreate). */
@@ -1014,18 +1118,20 @@ hid_t H5Dcreate1(hid_t loc_id, const char *name, hid_t type_id, hid_t space_id, 
     H5Dcreate1_fn real = REAL(H5Dcreate1);
     if (!real)
         return H5I_INVALID_HID;
-    add(&hdf5_calls, 1);
-    struct layout_plan plan;
-    plan_layout(type_id, space_id, dcpl_id, &plan);
-    uint64_t phase = phase_enter();
-    hid_t dataset = real(loc_id, name, type_id, space_id, plan.dcpl >= 0 ? plan.dcpl : dcpl_id);
-    phase_leave(PHASE_HDF5, phase);
-    trace_dataset_create("1", phase, loc_id, dataset, true, type_id, space_id, dcpl_id);
-    if (dataset >= 0)
-        after_dataset_create("H5Dcreate1", loc_id, dataset, name ? name : "?", &plan);
-    if (plan.dcpl >= 0)
-        close_plist(plan.dcpl);
-    return dataset;
+    struct dcreate1_args args = {real, loc_id, type_id, space_id, name};
+    return dataset_create("1", "H5Dcreate1", loc_id, name ? name : "?", type_id, space_id, dcpl_id, run_dcreate1,
+                          &args);
+}
+
+struct dcreate_anon_args {
+    H5Dcreate_anon_fn real;
+    hid_t loc, type, space, dapl;
+};
+
+static hid_t run_dcreate_anon(const void *args, hid_t dcpl)
+{
+    const struct dcreate_anon_args *a = args;
+    return a->real(a->loc, a->type, a->space, dcpl, a->dapl);
 }
 
 /* h5py's `group[name] = array` creates an anonymous dataset, then links it. */
@@ -1035,18 +1141,9 @@ hid_t H5Dcreate_anon(hid_t loc_id, hid_t type_id, hid_t space_id, hid_t dcpl_id,
     H5Dcreate_anon_fn real = REAL(H5Dcreate_anon);
     if (!real)
         return H5I_INVALID_HID;
-    add(&hdf5_calls, 1);
-    struct layout_plan plan;
-    plan_layout(type_id, space_id, dcpl_id, &plan);
-    uint64_t phase = phase_enter();
-    hid_t dataset = real(loc_id, type_id, space_id, plan.dcpl >= 0 ? plan.dcpl : dcpl_id, dapl_id);
-    phase_leave(PHASE_HDF5, phase);
-    trace_dataset_create("anon", phase, loc_id, dataset, false, type_id, space_id, dcpl_id);
-    if (dataset >= 0)
-        after_dataset_create("H5Dcreate_anon", loc_id, dataset, NULL, &plan);
-    if (plan.dcpl >= 0)
-        close_plist(plan.dcpl);
-    return dataset;
+    struct dcreate_anon_args args = {real, loc_id, type_id, space_id, dapl_id};
+    return dataset_create("anon", "H5Dcreate_anon", loc_id, NULL, type_id, space_id, dcpl_id, run_dcreate_anon,
+                          &args);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1130,29 +1227,40 @@ static int tally_io_mode(enum direction direction, hid_t dxpl)
     return (int)mode;
 }
 
-/*
- * Collective transfer assumes the program's writes are collective-capable:
- * every rank of the file's communicator calls H5Dwrite on the dataset the
- * same number of times (a rank with nothing to write selects nothing). A
- * program whose ranks write independently (different datasets or counts)
- * would hang; leave IOBO_TRANSFER_MODE unset for it.
- *
- * The mode is set on the program's own transfer list for the call and then
- * restored, so that what HDF5 reports back on that list
- * (H5Pget_mpio_actual_io_mode) stays true for the program; H5P_DEFAULT gets
- * a new list.
- */
-herr_t H5Dwrite(hid_t dset_id, hid_t mem_type_id, hid_t mem_space_id, hid_t file_space_id, hid_t plist_id,
-                const void *buf)
+/* One write of `count` datasets on one transfer list (H5Dwrite: 1; HDF5
+ * 1.14's H5Dwrite_multi: several), whichever API made it: `run` calls the
+ * real function with the transfer list to use. The transfer mode is decided
+ * on the first dataset's file; the trace has one H5Dwrite line per dataset. */
+typedef herr_t (*transfer_run)(const void *args, hid_t dxpl);
+
+static uint64_t transfers_bytes(size_t count, const hid_t dset_id[], const hid_t mem_type_id[],
+                                const hid_t mem_space_id[], const hid_t file_space_id[])
 {
-    ensure_init();
-    H5Dwrite_fn real = REAL(H5Dwrite);
-    if (!real)
-        return -1;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < count; i++)
+        bytes += transfer_bytes(dset_id[i], mem_type_id[i], mem_space_id[i], file_space_id[i]);
+    return bytes;
+}
+
+static void trace_transfers(const char *op, uint64_t phase, size_t count, const hid_t dset_id[],
+                            const hid_t mem_type_id[], const hid_t mem_space_id[], const hid_t file_space_id[],
+                            hid_t plist_id, bool ok)
+{
+    if (!phase)
+        return;
+    for (size_t i = 0; i < count; i++)
+        trace_transfer(op, phase, dset_id[i], mem_type_id[i], mem_space_id[i], file_space_id[i], program_xfer(plist_id),
+                       transfer_bytes(dset_id[i], mem_type_id[i], mem_space_id[i], file_space_id[i]), ok);
+}
+
+static herr_t dataset_write(size_t count, const hid_t dset_id[], const hid_t mem_type_id[],
+                            const hid_t mem_space_id[], const hid_t file_space_id[], hid_t plist_id,
+                            transfer_run run, const void *args)
+{
     add(&hdf5_calls, 1);
     struct file_entry entry = {.id = H5I_INVALID_HID, .mpio = false, .logs = false, .transfer_said = false,
                                .record = -1};
-    bool tuned = is_set(TRANSFER_MODE) && file_of(dset_id, &entry, true) && entry.mpio;
+    bool tuned = count > 0 && is_set(TRANSFER_MODE) && file_of(dset_id[0], &entry, true) && entry.mpio;
     bool collective = tuned && choice_is(TRANSFER_MODE, "collective");
 
     hid_t dxpl = plist_id;
@@ -1173,9 +1281,9 @@ herr_t H5Dwrite(hid_t dset_id, hid_t mem_type_id, hid_t mem_space_id, hid_t file
         } H5E_END_TRY;
     }
 
-    uint64_t bytes = transfer_bytes(dset_id, mem_type_id, mem_space_id, file_space_id);
+    uint64_t bytes = transfers_bytes(count, dset_id, mem_type_id, mem_space_id, file_space_id);
     uint64_t start = now_ns(), phase = phase_enter();
-    herr_t status = real(dset_id, mem_type_id, mem_space_id, file_space_id, dxpl, buf);
+    herr_t status = run(args, dxpl);
     phase_leave(PHASE_HDF5, phase);
     uint64_t elapsed = now_ns() - start;
     if (status >= 0)
@@ -1205,11 +1313,11 @@ herr_t H5Dwrite(hid_t dset_id, hid_t mem_type_id, hid_t mem_space_id, hid_t file
             note_add(&why, "HDF5 reports another I/O mode");
         note_acted(TRANSFER_MODE);
         char where[NAME_CHARS] = "?";
-        H5E_BEGIN_TRY { H5Iget_name(dset_id, where, sizeof where); } H5E_END_TRY;
+        H5E_BEGIN_TRY { H5Iget_name(dset_id[0], where, sizeof where); } H5E_END_TRY;
         note_effect(TRANSFER_MODE, holds ? NULL : in_effect, why.text, where);
         if (verbose && entry.logs && !entry.transfer_said) {
             char file_name[NAME_CHARS] = "?";
-            H5E_BEGIN_TRY { H5Fget_name(dset_id, file_name, sizeof file_name); } H5E_END_TRY;
+            H5E_BEGIN_TRY { H5Fget_name(dset_id[0], file_name, sizeof file_name); } H5E_END_TRY;
             if (holds)
                 say("H5Dwrite %s: transfer_mode=%s (HDF5 did %s)", file_name, wanted, in_effect);
             else
@@ -1222,33 +1330,391 @@ herr_t H5Dwrite(hid_t dset_id, hid_t mem_type_id, hid_t mem_space_id, hid_t file
     if (restore) {
         H5E_BEGIN_TRY { H5Pset_dxpl_mpio(plist_id, previous); } H5E_END_TRY;
     }
-    if (phase) /* the program's own list, as it was before and is again */
-        trace_transfer("H5Dwrite", phase, dset_id, mem_type_id, file_space_id, program_xfer(plist_id), bytes,
-                       status >= 0);
+    /* the program's own list, as it was before and is again */
+    trace_transfers("H5Dwrite", phase, count, dset_id, mem_type_id, mem_space_id, file_space_id, plist_id,
+                    status >= 0);
     return status;
 }
 
 /* Reads are counted, not changed. */
-herr_t H5Dread(hid_t dset_id, hid_t mem_type_id, hid_t mem_space_id, hid_t file_space_id, hid_t plist_id, void *buf)
+static herr_t dataset_read(size_t count, const hid_t dset_id[], const hid_t mem_type_id[],
+                           const hid_t mem_space_id[], const hid_t file_space_id[], hid_t plist_id,
+                           transfer_run run, const void *args)
 {
-    H5Dread_fn real = REAL(H5Dread);
-    if (!real)
-        return -1;
     add(&hdf5_calls, 1);
-    uint64_t bytes = transfer_bytes(dset_id, mem_type_id, mem_space_id, file_space_id);
+    uint64_t bytes = transfers_bytes(count, dset_id, mem_type_id, mem_space_id, file_space_id);
     uint64_t start = now_ns(), phase = phase_enter();
-    herr_t status = real(dset_id, mem_type_id, mem_space_id, file_space_id, plist_id, buf);
+    herr_t status = run(args, plist_id);
     phase_leave(PHASE_HDF5, phase);
     uint64_t elapsed = now_ns() - start;
     if (status >= 0) {
         account(HDF5_LEVEL, READ, bytes, elapsed);
         tally_io_mode(READ, plist_id);
     }
-    if (phase)
-        trace_transfer("H5Dread", phase, dset_id, mem_type_id, file_space_id, program_xfer(plist_id), bytes,
-                       status >= 0);
+    trace_transfers("H5Dread", phase, count, dset_id, mem_type_id, mem_space_id, file_space_id, plist_id,
+                    status >= 0);
     return status;
 }
+
+struct write_args {
+    H5Dwrite_fn real;
+    hid_t dset, mem_type, mem_space, file_space;
+    const void *buf;
+};
+
+static herr_t run_write(const void *args, hid_t dxpl)
+{
+    const struct write_args *a = args;
+    return a->real(a->dset, a->mem_type, a->mem_space, a->file_space, dxpl, a->buf);
+}
+
+/*
+ * Collective transfer assumes the program's writes are collective-capable:
+ * every rank of the file's communicator calls H5Dwrite on the dataset the
+ * same number of times (a rank with nothing to write selects nothing). A
+ * program whose ranks write independently (different datasets or counts)
+ * would hang; leave IOBO_TRANSFER_MODE unset for it.
+ *
+ * The mode is set on the program's own transfer list for the call and then
+ * restored, so that what HDF5 reports back on that list
+ * (H5Pget_mpio_actual_io_mode) stays true for the program; H5P_DEFAULT gets
+ * a new list.
+ */
+herr_t H5Dwrite(hid_t dset_id, hid_t mem_type_id, hid_t mem_space_id, hid_t file_space_id, hid_t plist_id,
+                const void *buf)
+{
+    ensure_init();
+    H5Dwrite_fn real = REAL(H5Dwrite);
+    if (!real)
+        return -1;
+    struct write_args args = {real, dset_id, mem_type_id, mem_space_id, file_space_id, buf};
+    return dataset_write(1, &dset_id, &mem_type_id, &mem_space_id, &file_space_id, plist_id, run_write, &args);
+}
+
+struct read_args {
+    H5Dread_fn real;
+    hid_t dset, mem_type, mem_space, file_space;
+    void *buf;
+};
+
+static herr_t run_read(const void *args, hid_t dxpl)
+{
+    const struct read_args *a = args;
+    return a->real(a->dset, a->mem_type, a->mem_space, a->file_space, dxpl, a->buf);
+}
+
+herr_t H5Dread(hid_t dset_id, hid_t mem_type_id, hid_t mem_space_id, hid_t file_space_id, hid_t plist_id, void *buf)
+{
+    H5Dread_fn real = REAL(H5Dread);
+    if (!real)
+        return -1;
+    struct read_args args = {real, dset_id, mem_type_id, mem_space_id, file_space_id, buf};
+    return dataset_read(1, &dset_id, &mem_type_id, &mem_space_id, &file_space_id, plist_id, run_read, &args);
+}
+
+/* ------------------------------------------------------------------------ */
+/* HDF5 1.14's other entry points to the same operations                    */
+
+/*
+ * HDF5 1.14 adds H5Dwrite_multi/H5Dread_multi (several datasets in one call)
+ * and the _async variants (an event set `es_id`; hdf5.h turns a program's
+ * H5Dwrite_async(...) into H5Dwrite_async(__FILE__, __func__, __LINE__, ...)).
+ * Each applies and measures as its synchronous call does. With the native
+ * VOL an _async call completes before it returns; under an asynchronous VOL
+ * connector the seconds counted would be the time to queue the operation.
+ */
+#if H5_VERSION_GE(1, 14, 0)
+#undef H5Fcreate_async
+#undef H5Fopen_async
+#undef H5Fclose_async
+#undef H5Dcreate_async
+#undef H5Dclose_async
+#undef H5Dwrite_async
+#undef H5Dread_async
+#undef H5Dwrite_multi_async
+#undef H5Dread_multi_async
+
+typedef hid_t (*H5Fcreate_async_fn)(const char *, const char *, unsigned, const char *, unsigned, hid_t, hid_t,
+                                    hid_t);
+typedef hid_t (*H5Fopen_async_fn)(const char *, const char *, unsigned, const char *, unsigned, hid_t, hid_t);
+typedef herr_t (*H5Fclose_async_fn)(const char *, const char *, unsigned, hid_t, hid_t);
+typedef hid_t (*H5Dcreate_async_fn)(const char *, const char *, unsigned, hid_t, const char *, hid_t, hid_t, hid_t,
+                                    hid_t, hid_t, hid_t);
+typedef herr_t (*H5Dclose_async_fn)(const char *, const char *, unsigned, hid_t, hid_t);
+typedef herr_t (*H5Dwrite_async_fn)(const char *, const char *, unsigned, hid_t, hid_t, hid_t, hid_t, hid_t,
+                                    const void *, hid_t);
+typedef herr_t (*H5Dread_async_fn)(const char *, const char *, unsigned, hid_t, hid_t, hid_t, hid_t, hid_t, void *,
+                                   hid_t);
+typedef herr_t (*H5Dwrite_multi_fn)(size_t, hid_t[], hid_t[], hid_t[], hid_t[], hid_t, const void *[]);
+typedef herr_t (*H5Dread_multi_fn)(size_t, hid_t[], hid_t[], hid_t[], hid_t[], hid_t, void *[]);
+typedef herr_t (*H5Dwrite_multi_async_fn)(const char *, const char *, unsigned, size_t, hid_t[], hid_t[], hid_t[],
+                                          hid_t[], hid_t, const void *[], hid_t);
+typedef herr_t (*H5Dread_multi_async_fn)(const char *, const char *, unsigned, size_t, hid_t[], hid_t[], hid_t[],
+                                         hid_t[], hid_t, void *[], hid_t);
+static H5Fcreate_async_fn real_H5Fcreate_async;
+static H5Fopen_async_fn real_H5Fopen_async;
+static H5Fclose_async_fn real_H5Fclose_async;
+static H5Dcreate_async_fn real_H5Dcreate_async;
+static H5Dclose_async_fn real_H5Dclose_async;
+static H5Dwrite_async_fn real_H5Dwrite_async;
+static H5Dread_async_fn real_H5Dread_async;
+static H5Dwrite_multi_fn real_H5Dwrite_multi;
+static H5Dread_multi_fn real_H5Dread_multi;
+static H5Dwrite_multi_async_fn real_H5Dwrite_multi_async;
+static H5Dread_multi_async_fn real_H5Dread_multi_async;
+
+/* Where an _async call was made in the program (hdf5.h's macros pass it), and its event set. */
+struct origin {
+    const char *file, *func;
+    unsigned line;
+    hid_t es;
+};
+
+struct create_async_args {
+    H5Fcreate_async_fn real;
+    struct origin at;
+    const char *name;
+    unsigned flags;
+    hid_t fcpl;
+};
+
+static hid_t run_create_async(const void *args, hid_t fapl)
+{
+    const struct create_async_args *a = args;
+    return a->real(a->at.file, a->at.func, a->at.line, a->name, a->flags, a->fcpl, fapl, a->at.es);
+}
+
+hid_t H5Fcreate_async(const char *app_file, const char *app_func, unsigned app_line, const char *name,
+                      unsigned flags, hid_t fcpl_id, hid_t fapl_id, hid_t es_id)
+{
+    ensure_init();
+    H5Fcreate_async_fn real = REAL(H5Fcreate_async);
+    if (!real)
+        return H5I_INVALID_HID;
+    struct create_async_args args = {real, {app_file, app_func, app_line, es_id}, name, flags, fcpl_id};
+    return file_open("H5Fcreate", "H5Fcreate_async", name, flags, fapl_id, run_create_async, &args);
+}
+
+struct open_async_args {
+    H5Fopen_async_fn real;
+    struct origin at;
+    const char *name;
+    unsigned flags;
+};
+
+static hid_t run_open_async(const void *args, hid_t fapl)
+{
+    const struct open_async_args *a = args;
+    return a->real(a->at.file, a->at.func, a->at.line, a->name, a->flags, fapl, a->at.es);
+}
+
+hid_t H5Fopen_async(const char *app_file, const char *app_func, unsigned app_line, const char *name,
+                    unsigned flags, hid_t fapl_id, hid_t es_id)
+{
+    ensure_init();
+    H5Fopen_async_fn real = REAL(H5Fopen_async);
+    if (!real)
+        return H5I_INVALID_HID;
+    struct open_async_args args = {real, {app_file, app_func, app_line, es_id}, name, flags};
+    return file_open("H5Fopen", "H5Fopen_async", name, flags, fapl_id, run_open_async, &args);
+}
+
+struct close_async_args {
+    herr_t (*real)(const char *, const char *, unsigned, hid_t, hid_t);
+    struct origin at;
+    hid_t id;
+};
+
+static herr_t run_close_async(const void *args)
+{
+    const struct close_async_args *a = args;
+    return a->real(a->at.file, a->at.func, a->at.line, a->id, a->at.es);
+}
+
+herr_t H5Fclose_async(const char *app_file, const char *app_func, unsigned app_line, hid_t file_id, hid_t es_id)
+{
+    ensure_init();
+    H5Fclose_async_fn real = REAL(H5Fclose_async);
+    if (!real)
+        return -1;
+    struct close_async_args args = {real, {app_file, app_func, app_line, es_id}, file_id};
+    return file_close(file_id, run_close_async, &args);
+}
+
+herr_t H5Dclose_async(const char *app_file, const char *app_func, unsigned app_line, hid_t dset_id, hid_t es_id)
+{
+    H5Dclose_async_fn real = REAL(H5Dclose_async);
+    if (!real)
+        return -1;
+    add(&hdf5_calls, 1);
+    uint64_t phase = phase_enter();
+    herr_t status = real(app_file, app_func, app_line, dset_id, es_id);
+    phase_leave(PHASE_HDF5, phase);
+    trace_handle("H5Dclose", phase, "dset", dset_id, status >= 0);
+    return status;
+}
+
+struct dcreate_async_args {
+    H5Dcreate_async_fn real;
+    struct origin at;
+    hid_t loc, type, space, lcpl, dapl;
+    const char *name;
+};
+
+static hid_t run_dcreate_async(const void *args, hid_t dcpl)
+{
+    const struct dcreate_async_args *a = args;
+    return a->real(a->at.file, a->at.func, a->at.line, a->loc, a->name, a->type, a->space, a->lcpl, dcpl, a->dapl,
+                   a->at.es);
+}
+
+hid_t H5Dcreate_async(const char *app_file, const char *app_func, unsigned app_line, hid_t loc_id, const char *name,
+                      hid_t type_id, hid_t space_id, hid_t lcpl_id, hid_t dcpl_id, hid_t dapl_id, hid_t es_id)
+{
+    ensure_init();
+    H5Dcreate_async_fn real = REAL(H5Dcreate_async);
+    if (!real)
+        return H5I_INVALID_HID;
+    struct dcreate_async_args args = {real, {app_file, app_func, app_line, es_id}, loc_id, type_id, space_id,
+                                      lcpl_id, dapl_id, name};
+    return dataset_create("2", "H5Dcreate_async", loc_id, name ? name : "?", type_id, space_id, dcpl_id,
+                          run_dcreate_async, &args);
+}
+
+struct write_async_args {
+    H5Dwrite_async_fn real;
+    struct origin at;
+    hid_t dset, mem_type, mem_space, file_space;
+    const void *buf;
+};
+
+static herr_t run_write_async(const void *args, hid_t dxpl)
+{
+    const struct write_async_args *a = args;
+    return a->real(a->at.file, a->at.func, a->at.line, a->dset, a->mem_type, a->mem_space, a->file_space, dxpl,
+                   a->buf, a->at.es);
+}
+
+herr_t H5Dwrite_async(const char *app_file, const char *app_func, unsigned app_line, hid_t dset_id,
+                      hid_t mem_type_id, hid_t mem_space_id, hid_t file_space_id, hid_t dxpl_id, const void *buf,
+                      hid_t es_id)
+{
+    ensure_init();
+    H5Dwrite_async_fn real = REAL(H5Dwrite_async);
+    if (!real)
+        return -1;
+    struct write_async_args args = {real, {app_file, app_func, app_line, es_id}, dset_id, mem_type_id,
+                                    mem_space_id, file_space_id, buf};
+    return dataset_write(1, &dset_id, &mem_type_id, &mem_space_id, &file_space_id, dxpl_id, run_write_async,
+                         &args);
+}
+
+struct read_async_args {
+    H5Dread_async_fn real;
+    struct origin at;
+    hid_t dset, mem_type, mem_space, file_space;
+    void *buf;
+};
+
+static herr_t run_read_async(const void *args, hid_t dxpl)
+{
+    const struct read_async_args *a = args;
+    return a->real(a->at.file, a->at.func, a->at.line, a->dset, a->mem_type, a->mem_space, a->file_space, dxpl,
+                   a->buf, a->at.es);
+}
+
+herr_t H5Dread_async(const char *app_file, const char *app_func, unsigned app_line, hid_t dset_id,
+                     hid_t mem_type_id, hid_t mem_space_id, hid_t file_space_id, hid_t dxpl_id, void *buf,
+                     hid_t es_id)
+{
+    H5Dread_async_fn real = REAL(H5Dread_async);
+    if (!real)
+        return -1;
+    struct read_async_args args = {real, {app_file, app_func, app_line, es_id}, dset_id, mem_type_id,
+                                   mem_space_id, file_space_id, buf};
+    return dataset_read(1, &dset_id, &mem_type_id, &mem_space_id, &file_space_id, dxpl_id, run_read_async, &args);
+}
+
+/* The arrays of a multi-dataset call, and where it was made (`at.file` NULL: the synchronous call). */
+struct multi_args {
+    void *real;
+    struct origin at;
+    size_t count;
+    hid_t *dset, *mem_type, *mem_space, *file_space;
+    const void **wbuf;
+    void **rbuf;
+};
+
+static herr_t run_write_multi(const void *args, hid_t dxpl)
+{
+    const struct multi_args *a = args;
+    if (!a->at.file)
+        return ((H5Dwrite_multi_fn)a->real)(a->count, a->dset, a->mem_type, a->mem_space, a->file_space, dxpl,
+                                            a->wbuf);
+    return ((H5Dwrite_multi_async_fn)a->real)(a->at.file, a->at.func, a->at.line, a->count, a->dset, a->mem_type,
+                                              a->mem_space, a->file_space, dxpl, a->wbuf, a->at.es);
+}
+
+static herr_t run_read_multi(const void *args, hid_t dxpl)
+{
+    const struct multi_args *a = args;
+    if (!a->at.file)
+        return ((H5Dread_multi_fn)a->real)(a->count, a->dset, a->mem_type, a->mem_space, a->file_space, dxpl,
+                                           a->rbuf);
+    return ((H5Dread_multi_async_fn)a->real)(a->at.file, a->at.func, a->at.line, a->count, a->dset, a->mem_type,
+                                             a->mem_space, a->file_space, dxpl, a->rbuf, a->at.es);
+}
+
+herr_t H5Dwrite_multi(size_t count, hid_t dset_id[], hid_t mem_type_id[], hid_t mem_space_id[],
+                      hid_t file_space_id[], hid_t dxpl_id, const void *buf[])
+{
+    ensure_init();
+    H5Dwrite_multi_fn real = REAL(H5Dwrite_multi);
+    if (!real)
+        return -1;
+    struct multi_args args = {(void *)real, {NULL, NULL, 0, H5I_INVALID_HID}, count, dset_id, mem_type_id,
+                              mem_space_id, file_space_id, buf, NULL};
+    return dataset_write(count, dset_id, mem_type_id, mem_space_id, file_space_id, dxpl_id, run_write_multi,
+                         &args);
+}
+
+herr_t H5Dread_multi(size_t count, hid_t dset_id[], hid_t mem_type_id[], hid_t mem_space_id[],
+                     hid_t file_space_id[], hid_t dxpl_id, void *buf[])
+{
+    H5Dread_multi_fn real = REAL(H5Dread_multi);
+    if (!real)
+        return -1;
+    struct multi_args args = {(void *)real, {NULL, NULL, 0, H5I_INVALID_HID}, count, dset_id, mem_type_id,
+                              mem_space_id, file_space_id, NULL, buf};
+    return dataset_read(count, dset_id, mem_type_id, mem_space_id, file_space_id, dxpl_id, run_read_multi, &args);
+}
+
+herr_t H5Dwrite_multi_async(const char *app_file, const char *app_func, unsigned app_line, size_t count,
+                            hid_t dset_id[], hid_t mem_type_id[], hid_t mem_space_id[], hid_t file_space_id[],
+                            hid_t dxpl_id, const void *buf[], hid_t es_id)
+{
+    ensure_init();
+    H5Dwrite_multi_async_fn real = REAL(H5Dwrite_multi_async);
+    if (!real)
+        return -1;
+    struct multi_args args = {(void *)real, {app_file ? app_file : "?", app_func, app_line, es_id}, count, dset_id,
+                              mem_type_id, mem_space_id, file_space_id, buf, NULL};
+    return dataset_write(count, dset_id, mem_type_id, mem_space_id, file_space_id, dxpl_id, run_write_multi,
+                         &args);
+}
+
+herr_t H5Dread_multi_async(const char *app_file, const char *app_func, unsigned app_line, size_t count,
+                           hid_t dset_id[], hid_t mem_type_id[], hid_t mem_space_id[], hid_t file_space_id[],
+                           hid_t dxpl_id, void *buf[], hid_t es_id)
+{
+    H5Dread_multi_async_fn real = REAL(H5Dread_multi_async);
+    if (!real)
+        return -1;
+    struct multi_args args = {(void *)real, {app_file ? app_file : "?", app_func, app_line, es_id}, count, dset_id,
+                              mem_type_id, mem_space_id, file_space_id, NULL, buf};
+    return dataset_read(count, dset_id, mem_type_id, mem_space_id, file_space_id, dxpl_id, run_read_multi, &args);
+}
+#endif /* H5_VERSION_GE(1, 14, 0) */
 
 /* ------------------------------------------------------------------------ */
 /* the report: datasets and transfer modes                                   */
