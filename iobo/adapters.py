@@ -222,6 +222,8 @@ def _merged_levels(ranks: list[dict[str, Any]]) -> dict[str, Any]:
                 "max_seconds": max(p["seconds"] for p in parts),
                 "histogram": dict(sorted(histogram.items())),
             }
+            if level == "posix":  # what the calls asked for; reads at a file's end return fewer
+                entry["requested"] = sum(p.get("requested", p["bytes"]) for p in parts)
             if level == "mpiio":
                 entry["collective_calls"] = sum(p["collective_calls"] for p in parts)
                 entry["independent_calls"] = sum(p["independent_calls"] for p in parts)

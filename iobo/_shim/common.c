@@ -759,6 +759,8 @@ static void report_levels(struct json *j)
             j_u64(j, "calls", load(&t->calls));
             j_u64(j, "bytes", load(&t->bytes));
             j_seconds(j, "seconds", load(&t->nanoseconds));
+            if (level == POSIX_LEVEL)
+                j_u64(j, "requested", load(&t->requested));
             if (level == MPIIO_LEVEL) {
                 j_u64(j, "collective_calls", load(&t->collective_calls));
                 j_u64(j, "independent_calls", load(&t->independent_calls));

@@ -202,6 +202,7 @@ extern const char *const direction_names[N_DIRECTIONS];
 
 struct traffic {
     uint64_t calls, bytes, nanoseconds;
+    uint64_t requested; /* POSIX only: bytes the calls asked for (a read at a file's end returns fewer) */
     uint64_t collective_calls, independent_calls; /* MPI-IO only */
     uint64_t histogram[N_BINS];
 };

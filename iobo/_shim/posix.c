@@ -173,10 +173,10 @@ static void trace_fd(const char *op, uint64_t phase, int fd, int64_t offset, int
     trace_done(j, phase, ok);
 }
 
-/* The call `expr` (returning bytes moved or -1), counted for a regular file;
- * `offset`: where it starts (-1: at the file position, read before the call
- * when tracing). */
-#define POSIX_TRANSFER(op, direction, fd, offset, expr)                  \
+/* The call `expr` (returning bytes moved or -1) of `count` bytes, counted for
+ * a regular file; `offset`: where it starts (-1: at the file position, read
+ * before the call when tracing). */
+#define POSIX_TRANSFER(op, direction, fd, offset, count, expr)           \
     do {                                                                 \
         if (quiet || !counted_fd(fd))                                    \
             return expr;                                                 \
@@ -188,8 +188,11 @@ static void trace_fd(const char *op, uint64_t phase, int fd, int64_t offset, int
         uint64_t elapsed = now_ns() - start;                             \
         phase_depth--;                                                   \
         posix_phase(fd, phase);                                          \
-        if (moved >= 0)                                                  \
+        if (moved >= 0) {                                                \
             account(POSIX_LEVEL, direction, (uint64_t)moved, elapsed);   \
+            add(&counters[POSIX_LEVEL].traffic[direction].requested,     \
+                (uint64_t)(count));                                      \
+        }                                                                \
         if (phase)                                                       \
             trace_fd(op, phase, fd, at, moved, moved >= 0);              \
         return moved;                                                    \
@@ -198,37 +201,37 @@ static void trace_fd(const char *op, uint64_t phase, int fd, int64_t offset, int
 ssize_t write(int fd, const void *buf, size_t count)
 {
     write_fn real = REAL(write);
-    POSIX_TRANSFER("write", WRITE, fd, -1, real(fd, buf, count));
+    POSIX_TRANSFER("write", WRITE, fd, -1, count, real(fd, buf, count));
 }
 
 ssize_t read(int fd, void *buf, size_t count)
 {
     read_fn real = REAL(read);
-    POSIX_TRANSFER("read", READ, fd, -1, real(fd, buf, count));
+    POSIX_TRANSFER("read", READ, fd, -1, count, real(fd, buf, count));
 }
 
 ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset)
 {
     pwrite_fn real = REAL(pwrite);
-    POSIX_TRANSFER("pwrite", WRITE, fd, (int64_t)offset, real(fd, buf, count, offset));
+    POSIX_TRANSFER("pwrite", WRITE, fd, (int64_t)offset, count, real(fd, buf, count, offset));
 }
 
 ssize_t pread(int fd, void *buf, size_t count, off_t offset)
 {
     pread_fn real = REAL(pread);
-    POSIX_TRANSFER("pread", READ, fd, (int64_t)offset, real(fd, buf, count, offset));
+    POSIX_TRANSFER("pread", READ, fd, (int64_t)offset, count, real(fd, buf, count, offset));
 }
 
 ssize_t pwrite64(int fd, const void *buf, size_t count, off64_t offset)
 {
     pwrite64_fn real = REAL(pwrite64);
-    POSIX_TRANSFER("pwrite", WRITE, fd, (int64_t)offset, real(fd, buf, count, offset));
+    POSIX_TRANSFER("pwrite", WRITE, fd, (int64_t)offset, count, real(fd, buf, count, offset));
 }
 
 ssize_t pread64(int fd, void *buf, size_t count, off64_t offset)
 {
     pread64_fn real = REAL(pread64);
-    POSIX_TRANSFER("pread", READ, fd, (int64_t)offset, real(fd, buf, count, offset));
+    POSIX_TRANSFER("pread", READ, fd, (int64_t)offset, count, real(fd, buf, count, offset));
 }
 
 /* The mode argument open() takes only when it creates a file. */

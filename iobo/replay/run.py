@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import math
 import os
 import sys
 import time
@@ -324,13 +325,19 @@ class Replayer:
             if cls in (h5t.INTEGER, h5t.FLOAT) and size in (2, 4, 8):
                 mtype = h5t.py_create(np.dtype(f"<{'f' if cls == h5t.FLOAT else 'i'}{size}"))
             self.note("writes whose memory type differs in size from the file's use a memory type of that size")
-        mspace = h5s.create_simple((max(elements, 1),))
-        if not elements:
-            mspace.select_none()
+        memory = event.get("mem")
+        if memory and memory["dims"] and all(memory["dims"]):  # the program's buffer and the part of it moved
+            mspace = h5s.create_simple(tuple(memory["dims"]))
+            self._select(mspace, memory["sel"])
+            size = math.prod(memory["dims"]) * mtype.get_size()
+        else:
+            mspace = h5s.create_simple((max(elements, 1),))
+            if not elements:
+                mspace.select_none()
+            size = max(elements, 1) * mtype.get_size()
         dxpl = h5p.create(h5p.DATASET_XFER)
         if event.get("xfer") == "collective":
             dxpl.set_dxpl_mpio(h5fd.MPIO_COLLECTIVE)
-        size = max(elements, 1) * mtype.get_size()
         if write:
             dset.write(mspace, fspace, self.buffer(size), mtype, dxpl)
         else:

@@ -58,6 +58,7 @@ def programs(tmp_path_factory):
         "hdf5_18": _hdf5_command(SOURCES / "hdf5_18.c", out / "hdf5_18", False, *warnings),
         "hdf5_18_static": _hdf5_command(SOURCES / "hdf5_18.c", out / "hdf5_18_static", True, *warnings),
         "checkpoint": _hdf5_command(SOURCES / "checkpoint.c", out / "checkpoint", False, *warnings),
+        "halo": _hdf5_command(SOURCES / "halo.c", out / "halo", False, *warnings),
         "hdf5_16": _hdf5_command(SOURCES / "hdf5_16.c", out / "hdf5_16", False, "-DH5_USE_16_API", *warnings),
         "mpiio": ["mpicc.mpich", *warnings, "-o", str(out / "mpiio"), str(SOURCES / "mpiio.c")],
         "posix": ["mpicc.mpich", *warnings, "-o", str(out / "posix"), str(SOURCES / "posix.c")],
