@@ -111,6 +111,10 @@ def _global_call(name: str):
         return getattr(hdf5_library(), name)
 
 
+AWAIT_FILE_S = 30.0
+"""How long a rank waits for a file it opens without creating it to appear (another rank creates it)."""
+
+
 class Replayer:
     """One rank's replay: the open objects by symbol, the buffers, and what was done."""
 
@@ -204,6 +208,7 @@ class Replayer:
     def _H5Fopen(self, event):
         from h5py import h5f
 
+        self.await_file(self.path(event))
         path = os.fsencode(self.path(event))
         self.objects["file"][event["file"]] = h5f.open(path, event.get("flags", h5f.ACC_RDONLY), fapl=self._fapl(event))
 
@@ -434,7 +439,18 @@ class Replayer:
 
     # POSIX
     def _open(self, event):
-        self.objects["fd"][event["fd"]] = os.open(self.path(event), event["flags"], 0o644)
+        path = self.path(event)
+        if not event["flags"] & os.O_CREAT:
+            self.await_file(path)
+        self.objects["fd"][event["fd"]] = os.open(path, event["flags"], 0o644)
+
+    def await_file(self, path: str | os.PathLike) -> None:
+        """Wait (at most :data:`AWAIT_FILE_S`) for a file this rank opens without creating it: another rank may
+        create it first in the program, after a barrier or a message the trace does not hold (MACSio's rank 0
+        creates its log, the others open it after an MPI_Barrier); the open then fails as it would have."""
+        deadline = time.monotonic() + AWAIT_FILE_S
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.001)
 
     def _position(self, event) -> int:
         """The event's descriptor, moved to the recorded position (the program's lseek calls are not traced)."""

@@ -123,3 +123,21 @@ def test_steps_replays_one_tenth_and_prints_the_scale(library, scratch):
     assert sorted(p.name for p in workdir.iterdir()) == ["ck.0.h5"]
     # one step's computation: the mean over the ten (the first holds the 0.5 s before it), then the tail
     assert printed["compute_s"] == pytest.approx((0.5 + 10 * 0.05) / 10 + 0.25, rel=0.01)
+
+
+def test_a_file_another_rank_creates_is_awaited_before_it_is_opened(library, scratch):
+    """Rank 0 computes 0.5 s, then creates log.txt; rank 1 opens it without O_CREAT (the program ordered them
+    with a barrier the trace does not hold, as MACSio does with its log). Replayed with the recorded computation,
+    rank 1 waits for the file instead of failing with ENOENT."""
+    log = {"name": "{workdir}/log.txt", "path": "{workdir}/log.txt"}
+    creator = [{"op": "open", "fd": 0, **log, "flags": os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "ok": True,
+                "gap_s": 0.5},
+               {"op": "write", "fd": 0, "offset": 0, "bytes": 128, "ok": True},
+               {"op": "close", "fd": 0, "ok": True}]
+    opener = [{"op": "open", "fd": 0, **log, "flags": os.O_WRONLY, "ok": True},
+              {"op": "pwrite", "fd": 0, "offset": 128, "bytes": 128, "ok": True},
+              {"op": "close", "fd": 0, "ok": True}]
+    printed, report, workdir = replay([creator, opener], scratch, "--compute", "recorded")
+
+    assert report["levels"]["posix"]["write"]["calls"] == 2 and report["bytes_written"] == 256
+    assert (workdir / "log.txt").stat().st_size == 256
