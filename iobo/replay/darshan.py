@@ -210,7 +210,7 @@ def _rank_events(rank: int, nprocs: int, files: list[_File], base: str | None) -
         timeline.append((last, 2, file.index, 0, last, closing))
     timeline.sort(key=lambda item: item[:4])
     events, previous, symbols, counts = [], 0.0, {}, {"fh": 0, "fd": 0}
-    for start, phase, index, _, end, event in timeline:
+    for start, _, index, _, end, event in timeline:
         kind = "fh" if "fh" in event else "fd"
         if event["op"] in ("MPI_File_open", "open"):
             symbols[index] = counts[kind]
