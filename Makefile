@@ -3,6 +3,7 @@
 #
 #   make demo   tune a real parallel HDF5 write (VPIC-IO) on local MPI ranks
 #   make test   the test suite on the real stack (MPI, parallel HDF5, Parsl, Optuna)
+#   make cluster-up / cluster-down   a 3-node Slurm cluster of network namespaces on this machine (as root)
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := demo
@@ -31,7 +32,7 @@ DEMO_TRIALS  ?= 30
 DEMO_RANKS   ?= 2
 ADAPTER      := adapters/libiobo_preload.so
 
-.PHONY: setup demo test dashboard clean
+.PHONY: setup demo test dashboard clean cluster-up cluster-down
 
 $(VENV)/.apt:
 	@if command -v $(MPICC) >/dev/null && pkg-config --exists $(HDF5_PC) && command -v chromium >/dev/null \
@@ -82,6 +83,14 @@ test: setup $(ADAPTER)
 
 dashboard: setup
 	$(VENV)/bin/iobo dashboard sqlite:///$(DEMO_DIR)/iobo.db
+
+# README "A multi-node test cluster": nodes node1..3 in network namespaces, run commands with
+# `$(PY) tests/support/cluster.py run -- COMMAND` (on its login host, where sbatch reaches slurmctld)
+cluster-up: setup
+	$(PY) tests/support/cluster.py up
+
+cluster-down:
+	$(PY) tests/support/cluster.py down
 
 clean:
 	rm -rf $(DEMO_DIR) $(DEMO_WORKDIR) .pytest_cache

@@ -1,0 +1,124 @@
+"""A real 3-node Slurm cluster on this machine (tests/support/cluster.py: network namespaces node1..node3, a
+slurmd each, slurmctld beside them): MPI jobs and iobo's trials span its nodes, and it stops leaving nothing.
+
+Skipped, saying why, where network namespaces (or Slurm, munge, root) are not available."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import psutil
+import pytest
+from optuna.trial import TrialState
+
+from support.cluster import Cluster, ClusterUnavailable
+from support.processes import assert_gone
+
+ROOT = Path(__file__).parents[2]
+NODES = {"node1", "node2", "node3"}
+
+WHERE = '''\
+"""Each rank writes its 1 MiB block of one shared file collectively; rank 0 prints every rank's host and the
+hints ROMIO applied (MPI_File_get_info)."""
+import json, socket, sys
+
+import numpy as np
+from mpi4py import MPI
+
+comm = MPI.COMM_WORLD
+block = np.full(1 << 20, comm.rank, dtype=np.uint8)
+fh = MPI.File.Open(comm, sys.argv[1], MPI.MODE_CREATE | MPI.MODE_WRONLY)
+fh.Write_at_all(comm.rank * block.nbytes, block)
+info = fh.Get_info()
+hints = {key: info.Get(key) for key in ("cb_nodes", "cb_config_list", "romio_aggregator_list")}
+fh.Close()
+hosts = comm.gather(socket.gethostname())
+if comm.rank == 0:
+    print(json.dumps({"hosts": hosts, "hints": hints}))
+'''
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """The cluster ``iobot`` (its own namespaces, beside a user's ``make cluster-up`` one), stopped after the
+    module; the stop fails the module's last test if anything of it is left."""
+    try:
+        started = Cluster("iobot", 3).up()
+    except ClusterUnavailable as exc:
+        pytest.skip(f"the multi-node test cluster cannot start here: {exc}")
+    yield started
+    started.down()
+    assert started.leftovers() == {}
+
+
+def on_login(cluster, argv, timeout_s=120):
+    done = subprocess.run(cluster.command(argv), capture_output=True, text=True, timeout=timeout_s,
+                          env=cluster.env(), cwd="/tmp")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_each_node_has_its_own_hostname_and_address(cluster):
+    assert cluster.node_states() == {"node1": "idle", "node2": "idle", "node3": "idle"}
+    out = on_login(cluster, ["srun", "-N3", "-n3", "-l", "sh", "-c", "echo $(hostname) $(ip -4 -o addr show eth0)"])
+    seen = {line.split()[1]: line.split()[5] for line in out.splitlines()}
+    assert seen == {"node1": "10.77.0.11/24", "node2": "10.77.0.12/24", "node3": "10.77.0.13/24"}
+
+
+def test_an_mpich_job_of_three_ranks_spans_three_nodes(cluster, tmp_path):
+    program = tmp_path / "where.py"
+    program.write_text(WHERE)
+    out = on_login(cluster, ["salloc", "-N3", "-n3", "mpiexec.mpich", "-launcher", "slurm", "-n", "3",
+                             sys.executable, str(program), str(cluster.base / "work" / "where.dat")])
+    report = json.loads(out.strip().splitlines()[-1])
+    assert sorted(report["hosts"]) == sorted(NODES)  # rank r's host, from gethostname in the rank
+    # ROMIO's default cb_config_list *:1 is one aggregator per host: 3 hosts, 3 aggregators (on one host: 1)
+    assert report["hints"] == {"cb_nodes": "3", "cb_config_list": "*:1", "romio_aggregator_list": "0 1 2 "}
+
+
+@pytest.mark.usefixtures("no_leftover_processes")
+def test_trials_run_across_nodes_through_parsls_slurm_provider(cluster, tmp_path, no_leftover_processes):
+    program = tmp_path / "where.py"
+    program.write_text(WHERE)
+    workdir = cluster.base / "work" / tmp_path.name
+    workdir.mkdir()
+    storage = f"sqlite:///{tmp_path / 'iobo.db'}"
+    on_login(cluster, [sys.executable, "-m", "iobo.cli", "tune", "--command", f"{sys.executable} {program} "
+                       "{workdir}/out.dat", "--ranks", "3", "--trials", "5", "--no-warmup", "--confirm", "0",
+                       "--sampler", "tpe", "--seed", "1", "--parsl-config", str(ROOT / "workflows/site_cluster.py"),
+                       "--workdir", str(workdir), "--storage", storage, "--study", "cluster"], timeout_s=300)
+    study = optuna.load_study(study_name="cluster", storage=storage)
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 5
+    for trial in study.trials:
+        report = json.loads(trial.user_attrs["stdout_tail"].strip().splitlines()[-1])
+        assert sorted(report["hosts"]) == sorted(NODES), trial.number  # each trial: one rank per node
+        # the shim read back the hints in effect: with one aggregator per host, as many as the hosts asked
+        hints = trial.user_attrs["hints"]
+        if hints["cb_config_list"] == "*:1":
+            assert int(hints["cb_nodes"]) == (trial.params.get("cb_nodes") or 3), trial.params
+    jobs = on_login(cluster, ["squeue", "-h", "-t", "all", "-o", "%i %T %N"]).splitlines()
+    assert jobs and all(line.split()[1] != "RUNNING" for line in jobs), jobs  # the block ended with the tuner
+    assert any(line.endswith("node[1-3]") for line in jobs), jobs  # a job held all three nodes
+
+
+def test_up_is_idempotent_and_down_leaves_nothing():
+    other = Cluster("iobod", 2)
+    try:
+        other.up()
+    except ClusterUnavailable as exc:
+        pytest.skip(f"the multi-node test cluster cannot start here: {exc}")
+    try:
+        controller = (other.base / "run" / "slurmctld.pid").read_text()
+        assert other.up() is other and (other.base / "run" / "slurmctld.pid").read_text() == controller
+        daemons = {pid: (psutil.Process(pid).create_time(), psutil.Process(pid).name()) for pid in other.pids()}
+        assert sorted(name for _, name in daemons.values()) == ["munged", "slurmctld", "slurmd", "slurmd", "slurmscriptd"]
+    finally:
+        other.down()
+    assert other.leftovers() == {}
+    assert_gone(daemons, timeout_s=5)
+    assert not other.base.exists() and not any(Path("/etc/netns", f"iobod-{h}").exists()
+                                               for h in ("ctl", "node1", "node2"))
+    assert not [ns for ns in os.listdir("/run/netns") if ns.startswith("iobod-")]
