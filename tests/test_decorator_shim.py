@@ -24,7 +24,7 @@ from iobo.space import MiB, io_stack_space
 ROOT = Path(__file__).resolve().parents[1]
 SPACE = io_stack_space().select(["cb_buffer_size"])
 ASKED = {"cb_buffer_size": 4 * MiB}
-OPEN_MPI_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}  # root here; a user needs neither
+OPEN_MPI_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}  # root here, not a user
 
 
 @bash_app

@@ -13,11 +13,14 @@ import subprocess
 import sys
 import sysconfig
 import zipfile
+from email.parser import Parser
 from pathlib import Path
 
 import optuna
 import pytest
 from optuna.trial import TrialState
+from packaging.requirements import Requirement
+from packaging.version import Version
 
 from iobo import shim
 from iobo.trials import stored_space
@@ -66,6 +69,69 @@ def installed(wheel, tmp_path_factory):
 def test_the_wheel_carries_the_shim_sources(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"iobo/_shim/{name}" for name in (*shim.SOURCES, *shim.HEADERS)} <= names, sorted(names)
+
+
+def _requires(wheel) -> dict[str, Requirement]:
+    """{name: requirement} of the wheel's Requires-Dist without an extra (what ``pip install iobo`` needs)."""
+    archive = zipfile.ZipFile(wheel)
+    (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+    metadata = Parser().parsestr(archive.read(name).decode())
+    found = [Requirement(line) for line in metadata.get_all("Requires-Dist")]
+    return {r.name: r for r in found if not r.marker or "extra" not in str(r.marker)}
+
+
+PIPELINE = ("optuna", "parsl", "optuna-dashboard")
+"""What a Parsl pipeline that imports iobo has its own versions of."""
+
+
+def test_the_wheel_requires_lower_bounds_only(wheel):
+    """Every requirement is a lower bound (>=), no upper bound or pin: a pipeline on a newer Optuna or Parsl can
+    install iobo next to it. The bounds are the versions constraints.txt pins (what CI tests)."""
+    requires = _requires(wheel)
+    assert set(PIPELINE) <= set(requires)
+    pinned = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, version = line.split("==")
+            pinned[name.strip().lower().replace("_", "-")] = version.strip()
+    for name, requirement in requires.items():
+        assert [s.operator for s in requirement.specifier] == [">="], requirement
+        (bound,) = requirement.specifier
+        assert Version(bound.version) <= Version(pinned[name]), (requirement, pinned[name])
+    for name in PIPELINE:
+        assert Version(pinned[name]) in requires[name].specifier
+
+
+def _stand_in_wheel(directory: Path, name: str, version: str) -> Path:
+    """A wheel of ``name`` ``version`` holding only its metadata: a newer release than the registry has, for the
+    resolver to choose (never installed)."""
+    module, dist = name.replace("-", "_"), f"{name.replace('-', '_')}-{version}"
+    path = directory / f"{dist}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(f"{module}/__init__.py", "")
+        archive.writestr(f"{dist}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        archive.writestr(f"{dist}.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: iobo-test\nRoot-Is-Purelib: true\n"
+                                                   "Tag: py3-none-any\n")
+        archive.writestr(f"{dist}.dist-info/RECORD", "")
+    return path
+
+
+def test_pip_resolves_the_wheel_next_to_newer_optuna_and_parsl(wheel, tmp_path):
+    """The registry's newest Optuna, Parsl and optuna-dashboard are the versions CI pins, so newer minor releases are
+    offered to pip's own resolver as metadata-only wheels (optuna 5.1.0, parsl 2026.11.30, optuna-dashboard
+    0.22.0): ``pip install --dry-run --no-index`` of the wheel in this environment, upgrading eagerly, chooses
+    them and keeps the installed versions of everything else."""
+    newer = {"optuna": "5.1.0", "parsl": "2026.11.30", "optuna-dashboard": "0.22.0"}
+    links = tmp_path / "links"
+    links.mkdir()
+    for name, version in newer.items():
+        _stand_in_wheel(links, name, version)
+    report = tmp_path / "report.json"
+    done = _run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--find-links", links,
+                 "--upgrade", "--upgrade-strategy", "eager", "--report", report, "-q", wheel])
+    planned = json.loads(report.read_text())["install"]
+    chosen = {item["metadata"]["name"]: item["metadata"]["version"] for item in planned}
+    assert chosen == {"iobo": "0.1.0", **newer}, (chosen, done.stderr)
 
 
 def test_the_installed_wheel_builds_its_shim_and_tunes_a_compiled_program(installed, programs, scratch):
