@@ -13,7 +13,7 @@ PY        := $(VENV)/bin/python
 PIP       := $(PY) -m pip --disable-pip-version-check -q
 # the exact versions CI uses (pyproject.toml has lower bounds only)
 PIN       := $(PIP) install -c constraints.txt
-EXTRAS    := dev,ray,postgres,experiments
+EXTRAS    := dev,ray,postgres,experiments,extract
 # MPICH everywhere: its ROMIO honours MPI-IO hints and ROMIO_HINTS, as Cray MPICH does.
 MPICC     := mpicc.mpich
 HDF5_PC   := hdf5-mpich

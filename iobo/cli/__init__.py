@@ -18,8 +18,8 @@ import warnings
 
 from iobo.errors import Interrupted, IoboError, IoboWarning
 
-COMMANDS = ("tune", "confirm", "minimize", "best", "export", "run", "record", "check", "report", "importance", "space",
-            "kernels", "characterize", "shim",
+COMMANDS = ("tune", "confirm", "minimize", "best", "export", "run", "record", "check", "extract", "report",
+            "importance", "space", "kernels", "characterize", "shim",
             "dashboard")
 """The commands, in the order ``iobo --help`` lists them; each is the module ``iobo.cli.<name>``."""
 

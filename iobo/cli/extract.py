@@ -1,0 +1,97 @@
+"""``iobo extract SOURCES... -o KERNEL_DIR [--run 'ARGS'] [-- FLAGS]``: cut a C program's I/O kernel from its
+source, build it, run it once under the shim.
+
+The sources come first, then after ``--`` the program's compile flags (``-I``, ``-D``, ``-O3``, libraries such as
+``-lpng``: used to parse and to build; the first word starting with ``-`` ends the sources), or
+``--compile-commands compile_commands.json``. The kernel's sources, its executable ``KERNEL_DIR/kernel``, the
+marked view of what was kept (``view.txt``) and the counts (``extract.json``) go to ``KERNEL_DIR``. With
+``--run 'ARGS'`` (the program's arguments; ``{workdir}`` for the run's own directory) the kernel runs once on
+``--ranks`` ranks under the shim and its I/O per level is printed. When a step fails it says which and where;
+the fallback is the recorded kernel (``iobo record``) or the program itself.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+from iobo.cli import common
+from iobo.errors import ConfigError, KernelError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("extract", help="cut a C program's I/O kernel from its source, build and run it")
+    p.add_argument("-o", "--out", required=True, metavar="KERNEL_DIR", help="where the kernel's sources, "
+                                                                              "executable and view go")
+    p.add_argument("--compile-commands", metavar="JSON", help="a compilation database giving each source's flags "
+                                                              "(instead of -- FLAGS)")
+    p.add_argument("--cc", metavar="COMMAND", help="the program's compiler (default: 'h5pcc.mpich -shlib' for an "
+                                                   "HDF5 program, else mpicc.mpich)")
+    p.add_argument("--synthetic", action="append", default=[], metavar="FUNCTION",
+                   help="an external function whose pointer arguments may hold synthetic data (the computation "
+                        "that fills them is dropped), e.g. an image writer; repeatable")
+    p.add_argument("--run", metavar="ARGS", help="run the kernel once with the program's arguments "
+                                                 "({workdir}: the run's directory)")
+    p.add_argument("--ranks", type=common.positive_int, default=2, help="MPI ranks of the run (default: 2)")
+    p.add_argument("--mpiexec", default=None, help="MPI launcher (default: mpiexec.mpich or $IOBO_MPIEXEC)")
+    p.add_argument("--timeout", type=float, default=3600.0, help="limit of the run, seconds (default: %(default)g)")
+    p.add_argument("--view", action="store_true", help="print the marked source (always written to view.txt)")
+    p.add_argument("--no-build", action="store_true", help="write the kernel's sources only")
+    p.add_argument("sources", nargs="*", metavar="SOURCES... [-- FLAGS]", help="the C sources, then after -- "
+                                                                             "the program's compile flags")
+    parse = p.parse_known_args
+
+    def parse_known_args(args=None, namespace=None):  # everything after -- is the flags, options included
+        args = list(args or [])
+        cut = args.index("--") if "--" in args else len(args)
+        namespace, rest = parse(args[:cut], namespace)
+        namespace.flags = args[cut + 1:]
+        return namespace, rest
+
+    p.parse_known_args = parse_known_args
+
+
+def run(args) -> int:
+    from iobo.extract import ExtractError
+    from iobo.extract.pipeline import extract, kernel_template
+    from iobo.extract.view import summary
+
+    sources, flags = args.sources, args.flags
+    if not sources:
+        raise ConfigError("iobo extract needs the program's C sources, e.g. iobo extract main.c io.c -o kernel "
+                          "-- -I include")
+    if flags and args.compile_commands:
+        raise ConfigError("give the flags after -- or --compile-commands, not both")
+    compiler = shlex.split(args.cc) if args.cc else None
+    result = extract(sources, args.out, flags, args.compile_commands, compiler, args.synthetic,
+                     build=not args.no_build)
+    if args.view:
+        print(result.view)
+    print(f"kernel: {result.kernel_dir} ({', '.join(p.name for p in result.sources)}; marked view: "
+          f"{result.kernel_dir / 'view.txt'})")
+    print(summary(result.counts))
+    for file, line, note in result.notes:
+        print(f"note: {file}:{line}: {note}")
+    if result.build_command:
+        print(f"built: {shlex.join(result.build_command)}")
+    if args.run is None or result.executable is None:
+        return 0
+    from iobo.extract.run import run_once
+    from iobo.replay.signature import signature
+
+    template = kernel_template(result.executable, args.run)
+    print(f"running: {template} on {args.ranks} ranks under the shim", file=sys.stderr, flush=True)
+    try:
+        outcome = run_once(template, args.ranks, launcher=common.launcher(args.mpiexec), timeout_s=args.timeout)
+    except KernelError as exc:
+        raise ExtractError(f"the kernel built but its run failed: {exc}. Check the marked view for a dropped "
+                           f"statement the run needed; tune the recorded kernel (iobo record) or the program "
+                           f"instead") from None
+    found = signature(outcome["report"])
+    print(f"ran: {outcome['wall_seconds']:.3g} s wall")
+    for level, entry in found["levels"].items():
+        write, read = entry["write"], entry["read"]
+        if write["calls"] or read["calls"]:
+            print(f"  {level}: {write['bytes']:,} B in {write['calls']} writes, {read['bytes']:,} B in "
+                  f"{read['calls']} reads, {entry['files']} files")
+    return 0

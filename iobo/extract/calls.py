@@ -1,0 +1,81 @@
+"""Which external calls are I/O (kept as slice seeds), which only compute, and which arguments are bulk data.
+
+- :func:`kind`: ``"io"`` for HDF5 (``H5*``), MPI-IO (``MPI_File_*``), MPI
+  set-up and synchronisation (init, finalize, abort, barrier, communicators,
+  topologies, info objects, datatypes) and POSIX/stdio file calls (open,
+  write, fwrite, fprintf to a file, ...; reads too: the program's input files
+  must keep working); ``"compute"`` for the other functions of the C library,
+  MPI and HDF5 headers (memcpy, sqrt, MPI_Sendrecv, printf, fprintf to stdout
+  or stderr); ``"unknown"`` for every other function the sources do not
+  define (a library's own, e.g. libpng's): kept, as it may do I/O.
+- :data:`BULK`: the argument of a data write that holds the data: the slice
+  keeps its address (allocation, offsets) but not the stores that computed
+  its contents, so the kernel writes what the buffer holds as allocated.
+- :data:`COMPRESSION`: calls after which the contents decide the bytes
+  written: with one in the program no argument is bulk.
+"""
+
+from __future__ import annotations
+
+import os
+
+IO_PREFIXES = ("H5", "MPI_File_", "MPI_Info_", "MPI_Comm_", "MPI_Cart_", "MPI_Type_", "MPI_Init", "MPI_Group_")
+IO_MPI = {"MPI_Finalize", "MPI_Abort", "MPI_Barrier", "MPI_Dims_create"}
+IO_POSIX = {
+    "open", "open64", "openat", "creat", "close", "read", "write", "pread", "pwrite", "pread64", "pwrite64",
+    "readv", "writev", "lseek", "lseek64", "fsync", "fdatasync", "ftruncate", "truncate", "mkdir", "unlink",
+    "remove", "rename", "stat", "fstat", "lstat", "access", "opendir", "closedir", "readdir", "chdir",
+    "fopen", "fopen64", "fdopen", "freopen", "fclose", "fread", "fwrite", "fflush", "fseek", "fseeko", "ftell",
+    "ftello", "rewind", "fputs", "fputc", "putc", "fprintf", "vfprintf", "fscanf", "vfscanf", "fgets", "fgetc",
+    "getc", "ungetc", "setvbuf", "fileno", "feof", "ferror",
+}
+STREAM_FIRST = {"fprintf", "vfprintf", "fputs", "fflush", "fscanf", "vfscanf"}
+"""Stdio calls that are console output when their stream (first argument; fputs: second) is stdout or stderr."""
+CONSOLE = {"stdout", "stderr", "stdin"}
+SCANF = {"scanf", "fscanf", "sscanf", "vscanf", "vfscanf", "vsscanf"}
+"""Calls whose variadic pointer arguments are written."""
+BULK = {
+    "H5Dwrite": 5, "H5Dwrite_async": 5, "write": 1, "pwrite": 1, "pwrite64": 1, "fwrite": 0,
+    "MPI_File_write": 1, "MPI_File_write_all": 1, "MPI_File_write_at": 2, "MPI_File_write_at_all": 2,
+    "MPI_File_iwrite": 1, "MPI_File_iwrite_all": 1, "MPI_File_iwrite_at": 2, "MPI_File_iwrite_at_all": 2,
+    "MPI_File_write_shared": 1, "MPI_File_write_ordered": 1, "MPI_File_iwrite_shared": 1,
+    "MPI_File_write_all_begin": 1, "MPI_File_write_at_all_begin": 2, "MPI_File_write_ordered_begin": 1,
+}
+"""Function -> index of its data argument (0-based)."""
+COMPRESSION = {"H5Pset_deflate", "H5Pset_szip", "H5Pset_filter", "H5Pset_nbit", "H5Pset_scaleoffset",
+               "H5Pset_shuffle", "H5Pset_fletcher32"}
+LIBRARY_DIRS = ("/bits/", "/sys/", "/mpich", "/openmpi", "/hdf5", "/gcc/", "/linux/", "/asm")
+LIBRARY_HEADERS = {
+    "string.h", "strings.h", "stdlib.h", "math.h", "ctype.h", "time.h", "assert.h", "stdio.h", "stdint.h",
+    "inttypes.h", "complex.h", "unistd.h", "fcntl.h", "errno.h", "limits.h", "float.h", "stdarg.h", "signal.h",
+    "omp.h", "mpi.h", "mpio.h", "hdf5.h", "getopt.h", "libgen.h", "alloca.h", "malloc.h", "stdbool.h",
+    "stddef.h", "wchar.h", "locale.h", "setjmp.h", "tgmath.h", "pthread.h", "sched.h", "dirent.h",
+}
+
+
+def library_header(path: str | None) -> bool:
+    """Is ``path`` a header of the C library, MPI or HDF5 (or the compiler's own)?"""
+    if not path:
+        return False
+    path = os.path.normpath(path)
+    if not path.startswith("/usr/"):
+        return False
+    return os.path.basename(path) in LIBRARY_HEADERS or any(part in path for part in LIBRARY_DIRS)
+
+
+def kind(name: str, header: str | None, stream: str | None = None) -> str:
+    """``"io"``, ``"compute"`` or ``"unknown"`` for an external function ``name`` declared in ``header``
+    (``stream``: the spelling of a stdio call's stream argument)."""
+    if name.startswith(IO_PREFIXES) or name in IO_MPI:
+        return "io"
+    if name in IO_POSIX:
+        return "compute" if name in STREAM_FIRST and stream in CONSOLE else "io"
+    return "compute" if library_header(header) else "unknown"
+
+
+def bulk_argument(name: str, synthetic: frozenset[str] = frozenset()) -> int | None:
+    """The index of ``name``'s data argument, -1 for every argument of a function the user named synthetic,
+    None for no bulk argument."""
+    if name in synthetic:
+        return -1
+    return BULK.get(name)

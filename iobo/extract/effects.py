@@ -1,0 +1,362 @@
+"""What a C statement reads and writes, as abstract memory locations, and which functions it calls.
+
+A location is a tuple:
+
+- ``("var", KEY)``: a named variable (a local or parameter by its file and
+  offset, a global by its USR);
+- ``("mem", TYPE)``: memory reached through a pointer, by the canonical type
+  of what is stored (``"double"``, ``"double *"``; a struct by its USR);
+  ``("mem", STRUCT, FIELD)``: one field of every struct of that type (fields
+  are told apart, objects are not); ``("mem",)``: any memory (a ``void *``);
+- ``("ret", FUNCTION)``: the value a function of the sources returns.
+
+Two locations conflict when one is a prefix of the other. A variable whose
+address escapes (``&v`` given to a function of the sources or stored, an
+array passed to one) is also its type's memory, so stores through pointers
+reach it. The analysis is flow-insensitive (order is ignored) and
+conservative: an unknown operator, a call through a pointer or an external
+function the C library does not declare counts as reading and writing what
+it may.
+
+A call to an external function reads what its pointer arguments point to and
+writes it when the parameter is not ``const``; the data argument of a data
+write (:data:`iobo.extract.calls.BULK`) is not read: only its address is
+(the slice keeps the buffer's allocation, not the computation of its contents).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from dataclasses import dataclass, field
+
+from iobo.extract import calls as call_kinds
+
+ASSIGN = 22
+COMPOUND_ASSIGN = range(23, 33)
+POST_INC, POST_DEC, PRE_INC, PRE_DEC, ADDRESS_OF, DEREF = 1, 2, 3, 4, 5, 6
+"""libclang's CXBinaryOperatorKind and CXUnaryOperatorKind values used (LLVM 17+; checked on the wheel's 18.1.1)."""
+QUALIFIERS = re.compile(r"\b(const|volatile|restrict)\b\s*")
+ANY_MEMORY = ("mem",)
+
+
+@dataclass
+class Effects:
+    """The locations an expression or statement reads and writes, the functions of the sources it calls, its
+    I/O calls (name, line), the external functions of unknown kind it calls, and the local variables it names."""
+
+    reads: set = field(default_factory=set)
+    writes: set = field(default_factory=set)
+    calls: set = field(default_factory=set)
+    io: list = field(default_factory=list)
+    unknown: list = field(default_factory=list)
+    names: set = field(default_factory=set)
+    compression: bool = False
+
+    def add(self, other: "Effects") -> "Effects":
+        self.reads |= other.reads
+        self.writes |= other.writes
+        self.calls |= other.calls
+        self.io += other.io
+        self.unknown += other.unknown
+        self.names |= other.names
+        self.compression |= other.compression
+        return self
+
+
+class Analyzer:
+    """Effects of statements and expressions of translation units parsed by :mod:`iobo.extract.parse`.
+
+    defined: USR -> True for every function whose body the slice sees (calls to them are followed through
+    ``("ret", USR)`` and liveness); escaped: the keys of variables whose address escapes (:meth:`find_escapes`);
+    synthetic: external functions whose pointer arguments all hold bulk data; bulk: False when the program
+    compresses (the contents then decide the bytes written)."""
+
+    def __init__(self, ci, defined: dict, synthetic: frozenset = frozenset()):
+        self.ci = ci
+        self.K = ci.CursorKind
+        self.defined = defined
+        self.escaped: set = set()
+        self.synthetic = synthetic
+        self.bulk = True
+        lib = ci.conf.lib
+        self._binary = lib.clang_getCursorBinaryOperatorKind
+        self._binary.argtypes, self._binary.restype = [ci.Cursor], ctypes.c_int
+        self._unary = lib.clang_getCursorUnaryOperatorKind
+        self._unary.argtypes, self._unary.restype = [ci.Cursor], ctypes.c_int
+
+    # -- keys -------------------------------------------------------------------------------------------------
+
+    def var_key(self, decl) -> tuple:
+        parent = decl.semantic_parent
+        if decl.kind == self.K.PARM_DECL or (parent is not None and parent.kind == self.K.FUNCTION_DECL):
+            return ("var", decl.location.file.name if decl.location.file else "", decl.location.offset)
+        return ("var", decl.get_usr() or decl.spelling)
+
+    def mem_key(self, type_) -> tuple:
+        TK = self.ci.TypeKind
+        canonical = type_.get_canonical()
+        while canonical.kind in (TK.CONSTANTARRAY, TK.INCOMPLETEARRAY, TK.VARIABLEARRAY, TK.DEPENDENTSIZEDARRAY):
+            canonical = canonical.element_type.get_canonical()
+        if canonical.kind == TK.RECORD:
+            declaration = canonical.get_declaration()
+            return ("mem", declaration.get_usr() or canonical.spelling)
+        if canonical.kind == TK.VOID:
+            return ANY_MEMORY
+        return ("mem", QUALIFIERS.sub("", canonical.spelling).strip())
+
+    def is_array(self, type_) -> bool:
+        TK = self.ci.TypeKind
+        return type_.get_canonical().kind in (TK.CONSTANTARRAY, TK.INCOMPLETEARRAY, TK.VARIABLEARRAY)
+
+    def is_pointer(self, type_) -> bool:
+        return type_.get_canonical().kind == self.ci.TypeKind.POINTER
+
+    def var_locations(self, decl) -> set:
+        key = self.var_key(decl)
+        found = {key}
+        if key in self.escaped:
+            found.add(self.mem_key(decl.type))
+        if decl.type.get_canonical().kind == self.ci.TypeKind.RECORD:
+            found.add(self.mem_key(decl.type))
+        return found
+
+    # -- expressions ------------------------------------------------------------------------------------------
+
+    def strip(self, cursor):
+        """Through parentheses and casts (implicit ones are UNEXPOSED_EXPR with one child)."""
+        while True:
+            children = [c for c in cursor.get_children() if c.kind != self.K.TYPE_REF]
+            if cursor.kind in (self.K.PAREN_EXPR, self.K.CSTYLE_CAST_EXPR, self.K.UNEXPOSED_EXPR) \
+                    and len(children) == 1:
+                cursor = children[0]
+            else:
+                return cursor
+
+    def lvalue(self, cursor) -> tuple[set, Effects]:
+        """(the locations ``cursor`` designates, the effects of computing where they are)."""
+        K = self.K
+        cursor = self.strip(cursor)
+        kind = cursor.kind
+        effects = Effects()
+        if kind == K.DECL_REF_EXPR:
+            decl = cursor.referenced
+            if decl is None:
+                return set(), effects
+            if decl.kind in (K.VAR_DECL, K.PARM_DECL):
+                effects.names.add(self.var_key(decl))
+                return self.var_locations(decl), effects
+            if decl.kind == K.FUNCTION_DECL:
+                self.call_target(decl, effects)
+            return set(), effects
+        if kind == K.MEMBER_REF_EXPR:
+            member = cursor.referenced
+            children = list(cursor.get_children())
+            if children:
+                base = children[0]
+                if self.is_pointer(base.type):
+                    effects.add(self.rvalue(base))
+                else:
+                    effects.add(self.lvalue(base)[1])
+            if member is None:
+                return {ANY_MEMORY}, effects
+            record = member.semantic_parent
+            found = {("mem", record.get_usr() or record.spelling, member.get_usr() or member.spelling)}
+            if member.type.get_canonical().kind == self.ci.TypeKind.RECORD:
+                found.add(self.mem_key(member.type))
+            return found, effects
+        if kind == K.ARRAY_SUBSCRIPT_EXPR:
+            children = list(cursor.get_children())
+            base, index = children[0], children[1] if len(children) > 1 else None
+            if index is not None:
+                effects.add(self.rvalue(index))
+            if self.is_array(self.strip(base).type):
+                found, inner = self.lvalue(base)
+                effects.add(inner)
+                return found, effects
+            effects.add(self.rvalue(base))
+            return {self.mem_key(cursor.type)}, effects
+        if kind == K.UNARY_OPERATOR and self._unary(cursor) == DEREF:
+            effects.add(self.rvalue(next(cursor.get_children())))
+            return {self.mem_key(cursor.type)}, effects
+        return set(), self.rvalue(cursor)
+
+    def rvalue(self, cursor) -> Effects:
+        """The effects of evaluating ``cursor`` for its value."""
+        K = self.K
+        kind = cursor.kind
+        if kind in (K.DECL_REF_EXPR, K.MEMBER_REF_EXPR, K.ARRAY_SUBSCRIPT_EXPR) or (
+                kind == K.UNARY_OPERATOR and self._unary(cursor) == DEREF):
+            found, effects = self.lvalue(cursor)
+            if not self.is_array(cursor.type):  # an array's value is its address
+                effects.reads |= found
+            return effects
+        if kind == K.UNARY_OPERATOR:
+            operator = self._unary(cursor)
+            operand = next(cursor.get_children())
+            if operator == ADDRESS_OF:
+                return self.lvalue(operand)[1]
+            if operator in (POST_INC, POST_DEC, PRE_INC, PRE_DEC):
+                found, effects = self.lvalue(operand)
+                effects.reads |= found
+                effects.writes |= found
+                return effects
+            return self.rvalue(operand)
+        if kind in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR):
+            children = list(cursor.get_children())
+            operator = self._binary(cursor)
+            if len(children) == 2 and (operator == ASSIGN or operator in COMPOUND_ASSIGN or operator == 0):
+                found, effects = self.lvalue(children[0])
+                effects.writes |= found
+                if operator != ASSIGN:  # a compound assignment, or an operator libclang did not name: both
+                    effects.reads |= found
+                return effects.add(self.rvalue(children[1]))
+        if kind == K.CALL_EXPR:
+            return self.call(cursor)
+        if kind == K.CXX_UNARY_EXPR:  # sizeof, alignof: not evaluated
+            return Effects()
+        effects = Effects()
+        for child in cursor.get_children():
+            effects.add(self.rvalue(child))
+        return effects
+
+    # -- calls ------------------------------------------------------------------------------------------------
+
+    def call_target(self, decl, effects: Effects) -> None:
+        """A function named in the sources (called or taken by address): followed when the slice sees its body."""
+        usr = decl.get_usr()
+        if usr in self.defined:
+            effects.calls.add(usr)
+            effects.reads.add(("ret", usr))
+
+    def pointee(self, argument) -> set:
+        """The locations an argument points to: ``&x`` -> x's; an array -> its own; a ``T *`` -> T's memory."""
+        inner = self.strip(argument)
+        if inner.kind == self.K.UNARY_OPERATOR and self._unary(inner) == ADDRESS_OF:
+            return self.lvalue(next(inner.get_children()))[0]
+        if self.is_array(inner.type):
+            return self.lvalue(inner)[0]
+        if self.is_pointer(inner.type):
+            return {self.mem_key(inner.type.get_canonical().get_pointee())}
+        return set()
+
+    def call(self, cursor) -> Effects:
+        K = self.K
+        effects = Effects()
+        arguments = list(cursor.get_arguments())
+        for argument in arguments:
+            effects.add(self.rvalue(argument))
+        callee = cursor.referenced
+        line = cursor.location.line
+        if callee is None or callee.kind != K.FUNCTION_DECL:
+            effects.unknown.append(("a call through a function pointer", line))
+            for argument in arguments:
+                effects.reads |= self.pointee(argument)
+                effects.writes |= self.pointee(argument)
+            effects.reads.add(ANY_MEMORY)
+            effects.writes.add(ANY_MEMORY)
+            return effects
+        name = callee.spelling
+        usr = callee.get_usr()
+        if usr in self.defined:
+            effects.calls.add(usr)
+            effects.reads.add(("ret", usr))
+            return effects
+        header = callee.location.file.name if callee.location.file else None
+        stream = None
+        if name in call_kinds.STREAM_FIRST and arguments:
+            stream = self.strip(arguments[1 if name == "fputs" and len(arguments) > 1 else 0]).spelling
+        what = call_kinds.kind(name, header, stream)
+        if what == "io":
+            effects.io.append((name, line))
+        elif what == "unknown":
+            effects.unknown.append((name, line))
+        if name in call_kinds.COMPRESSION:
+            effects.compression = True
+        bulk = call_kinds.bulk_argument(name, self.synthetic) if self.bulk else None
+        parameters = list(callee.type.argument_types()) if callee.type.kind == self.ci.TypeKind.FUNCTIONPROTO else []
+        for i, argument in enumerate(arguments):
+            pointed = self.pointee(argument)
+            if not pointed:
+                continue
+            if bulk != i and bulk != -1:
+                effects.reads |= pointed
+            if i < len(parameters):
+                parameter = parameters[i].get_canonical()
+                writes = parameter.kind == self.ci.TypeKind.POINTER and \
+                    not parameter.get_pointee().is_const_qualified()
+            else:
+                writes = name in call_kinds.SCANF or not parameters
+            if writes:
+                effects.writes |= pointed
+        return effects
+
+    # -- statements -------------------------------------------------------------------------------------------
+
+    def declaration(self, cursor) -> Effects:
+        """A DECL_STMT: it writes each variable it declares and reads its initialisers (and array sizes)."""
+        effects = Effects()
+        for decl in cursor.get_children():
+            if decl.kind != self.K.VAR_DECL:
+                continue
+            effects.writes |= self.var_locations(decl)
+            effects.names.add(self.var_key(decl))
+            for child in decl.get_children():
+                if child.kind.is_expression():
+                    effects.add(self.rvalue(child))
+        return effects
+
+    def whole(self, cursor, function_usr: str | None = None) -> Effects:
+        """Every effect of a statement and of all it contains."""
+        K = self.K
+        if cursor.kind == K.DECL_STMT:
+            return self.declaration(cursor)
+        if cursor.kind.is_expression():
+            return self.rvalue(cursor)
+        effects = Effects()
+        if cursor.kind == K.RETURN_STMT and function_usr is not None:
+            effects.writes.add(("ret", function_usr))
+        for child in cursor.get_children():
+            effects.add(self.whole(child, function_usr))
+        return effects
+
+    def root_variable(self, cursor):
+        """The variable an lvalue is part of (``v``, ``v[i]`` of an array ``v``, ``v.f``), or None."""
+        K = self.K
+        cursor = self.strip(cursor)
+        if cursor.kind == K.DECL_REF_EXPR:
+            return cursor.referenced
+        children = list(cursor.get_children())
+        if cursor.kind == K.ARRAY_SUBSCRIPT_EXPR and children and self.is_array(self.strip(children[0]).type):
+            return self.root_variable(children[0])
+        if cursor.kind == K.MEMBER_REF_EXPR and children and not self.is_pointer(children[0].type):
+            return self.root_variable(children[0])
+        return None
+
+    def find_escapes(self, root) -> None:
+        """Add to :attr:`escaped` every variable whose address leaves a direct argument of an external call:
+        ``&v`` or an array ``v`` given to a function of the sources, assigned, stored or returned."""
+        K = self.K
+
+        def visit(cursor, parent_call):
+            kind = cursor.kind
+            if kind == K.CALL_EXPR:
+                callee = cursor.referenced
+                external = callee is not None and callee.get_usr() not in self.defined
+                arguments = {a.hash for a in cursor.get_arguments()}
+                for child in cursor.get_children():
+                    visit(child, external and child.hash in arguments)
+                return
+            inner = self.strip(cursor) if kind in (K.PAREN_EXPR, K.CSTYLE_CAST_EXPR, K.UNEXPOSED_EXPR) else cursor
+            target = None
+            if inner.kind == K.UNARY_OPERATOR and self._unary(inner) == ADDRESS_OF:
+                target = self.root_variable(next(inner.get_children()))
+            elif inner.kind == K.DECL_REF_EXPR and self.is_array(inner.type):
+                target = inner.referenced
+            if target is not None and target.kind in (K.VAR_DECL, K.PARM_DECL) and not parent_call:
+                self.escaped.add(self.var_key(target))
+            children = list(cursor.get_children())
+            for i, child in enumerate(children):  # an array's own subscript (a[i]) is no escape
+                visit(child, kind == K.ARRAY_SUBSCRIPT_EXPR and i == 0)
+
+        visit(root, False)

@@ -1,0 +1,47 @@
+"""Write the kernel's sources: each source with its dropped statements blanked, line for line.
+
+A dropped range becomes spaces (its newlines stay, so the kernel's line N is
+the program's line N and a compiler message points at the program's line);
+a dropped statement that a kept ``if``/loop/label needs as its body becomes
+``{}``. Headers are not copied: the kernel is compiled with ``-I`` of each
+source's directory, so its ``#include "..."`` find the program's own.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def blank(text: bytes, ranges: list[tuple[int, int, str]]) -> bytes:
+    """``text`` with every (start, end, how) byte range removed as :mod:`the module <iobo.extract.emit>` says."""
+    out = bytearray(text)
+    for start, end, how in sorted(ranges):
+        for i in range(start, min(end, len(out))):
+            if out[i] not in (ord("\n"), ord("\r")):
+                out[i] = ord(" ")
+        if how == "empty" and end - start >= 2:
+            out[start:start + 2] = b"{}"
+    return b"\n".join(line.rstrip(b" \t") for line in bytes(out).split(b"\n"))
+
+
+def kernel_path(kernel_dir: str | os.PathLike, source: str | os.PathLike) -> Path:
+    """Where the kernel's copy of ``source`` goes: ``KERNEL_DIR/<its file name>``."""
+    return Path(kernel_dir) / Path(source).name
+
+
+def write(kernel_dir: str | os.PathLike, sources: list[Path], drops: dict[str, list]) -> list[Path]:
+    """Write each source's kernel copy into ``kernel_dir`` (made); returns their paths, in the sources' order."""
+    Path(kernel_dir).mkdir(parents=True, exist_ok=True)
+    names = [Path(s).name for s in sources]
+    if len(set(names)) != len(names):
+        from iobo.extract import ExtractError
+
+        raise ExtractError(f"two sources share a file name ({sorted(n for n in names if names.count(n) > 1)}): "
+                           f"the kernel directory holds one copy per name; extract them separately")
+    written = []
+    for source in sources:
+        path = kernel_path(kernel_dir, source)
+        path.write_bytes(blank(Path(source).read_bytes(), drops.get(str(source), [])))
+        written.append(path)
+    return written

@@ -1,0 +1,312 @@
+"""The statement-level backward slice of a C program from its I/O calls.
+
+The statements of every function defined in the parsed translation units
+become :class:`Unit` s (a compound, if, loop, switch or label is a container
+with its own header; a container whose parts come out of one macro
+expansion is one unit). A unit is kept (:meth:`Slice.run`, to a fixpoint)
+when
+
+- it makes an I/O call or a call of unknown kind (:mod:`iobo.extract.calls`),
+  or is inline assembly;
+- it writes a location a kept unit reads (:mod:`iobo.extract.effects`);
+- it calls a function of the sources that has a kept unit (its effects
+  reach the caller only through the call);
+- it declares a variable a kept unit names (the kernel must compile);
+- it is a ``break``/``continue`` of a kept loop or switch, a ``case`` of a
+  kept switch, a ``goto``/label or an early ``return`` of a function with
+  kept units, or a ``return`` whose value is read (``main``'s always);
+
+and a kept unit keeps the containers around it with their headers (the
+loops and conditions that reach it). Everything else is dropped; a function
+no kept unit calls is dropped whole. When unsure the slice keeps: a kernel
+must do the program's I/O, a larger one is only slower.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from iobo.extract.calls import COMPRESSION
+from iobo.extract.effects import Analyzer, Effects
+
+CONTAINERS = {"COMPOUND_STMT", "IF_STMT", "FOR_STMT", "WHILE_STMT", "DO_STMT", "SWITCH_STMT", "CASE_STMT",
+              "DEFAULT_STMT", "LABEL_STMT"}
+LOOPS = {"FOR_STMT", "WHILE_STMT", "DO_STMT"}
+
+
+@dataclass
+class Unit:
+    """One statement: where it is (file, byte offsets, lines), its function (USR), the unit around it, its
+    effects (a container's header only), and what the keep rules need to know of it."""
+
+    id: int
+    kind: str
+    function: str
+    parent: int | None
+    file: str
+    start: int
+    end: int
+    line: int
+    end_line: int
+    effects: Effects
+    container: bool = False
+    declares: set = field(default_factory=set)
+    jump_target: int | None = None
+    switch: int | None = None
+    last: bool = False
+    expression: bool = False
+    asm: bool = False
+
+
+@dataclass
+class Function:
+    """A function definition the slice sees: ``editable`` when it is in one of the sources (not a header)."""
+
+    usr: str
+    name: str
+    file: str
+    start: int
+    end: int
+    line: int
+    editable: bool
+    units: list = field(default_factory=list)
+
+
+class Slice:
+    """The units of the translation units ``units`` of ``sources`` and, after :meth:`run`, the kept ones."""
+
+    def __init__(self, ci, translation_units, sources, synthetic=frozenset()):
+        self.ci = ci
+        self.sources = {str(s) for s in sources}
+        self.units: list[Unit] = []
+        self.functions: dict[str, Function] = {}
+        self.notes: list[tuple[str, int, str]] = []
+        definitions = []
+        for tu in translation_units:
+            for cursor in tu.cursor.get_children():
+                if cursor.kind == ci.CursorKind.FUNCTION_DECL and cursor.is_definition() \
+                        and not cursor.location.is_in_system_header and cursor.location.file is not None:
+                    usr = cursor.get_usr()
+                    if usr not in self.functions:
+                        file = cursor.location.file.name
+                        self.functions[usr] = Function(usr, cursor.spelling, file, cursor.extent.start.offset,
+                                                       cursor.extent.end.offset, cursor.location.line,
+                                                       file in self.sources)
+                        definitions.append(cursor)
+        self.analyzer = Analyzer(ci, dict.fromkeys(self.functions, True), frozenset(synthetic))
+        for cursor in definitions:
+            self.analyzer.find_escapes(cursor)
+        compression = [c for definition in definitions for c in definition.walk_preorder()
+                       if c.kind == ci.CursorKind.CALL_EXPR and c.spelling in COMPRESSION]
+        if compression:
+            self.analyzer.bulk = False
+            first = compression[0]
+            self.notes.append((first.location.file.name, first.location.line,
+                               f"{first.spelling}: the data are compressed, so their contents decide the bytes "
+                               f"written: the computation of every written buffer is kept"))
+        self.reached_by_globals = set()
+        for tu in translation_units:
+            for cursor in tu.cursor.get_children():
+                if cursor.kind == ci.CursorKind.VAR_DECL:
+                    for inner in cursor.walk_preorder():
+                        if inner.kind == ci.CursorKind.DECL_REF_EXPR and inner.referenced is not None \
+                                and inner.referenced.kind == ci.CursorKind.FUNCTION_DECL:
+                            self.reached_by_globals.add(inner.referenced.get_usr())
+        for cursor in definitions:
+            body = next((c for c in cursor.get_children() if c.kind == ci.CursorKind.COMPOUND_STMT), None)
+            if body is None:
+                continue
+            function = self.functions[cursor.get_usr()]
+            children = list(body.get_children())
+            for i, child in enumerate(children):
+                self._build(child, function, None, None, None, i == len(children) - 1)
+        self.main = next((usr for usr, f in self.functions.items() if f.name == "main"), None)
+        self.kept: set[int] = set()
+        self.needed: set = set()
+        self.prefixes: set = set()
+        self.live: set[str] = set()
+        self.declared_by = {key: unit.id for unit in self.units for key in unit.declares}
+
+    # -- units ------------------------------------------------------------------------------------------------
+
+    def _parts(self, cursor):
+        """(header cursors, sub-statement cursors) of a container."""
+        children = list(cursor.get_children())
+        kind = cursor.kind.name
+        if kind == "COMPOUND_STMT":
+            return [], children
+        if kind in ("IF_STMT", "WHILE_STMT", "SWITCH_STMT"):
+            return children[:1], children[1:]
+        if kind == "DO_STMT":
+            return children[1:], children[:1]
+        return children[:-1], children[-1:]  # FOR, CASE (the constant), DEFAULT, LABEL
+
+    def _separable(self, cursor, parts) -> bool:
+        """Can the sub-statements be kept or dropped one by one? Not when one of them is not strictly inside the
+        container's text or two overlap (a macro expanded to several statements)."""
+        start, end = cursor.extent.start.offset, cursor.extent.end.offset
+        spans = []
+        for part in parts:
+            s, e = part.extent.start.offset, part.extent.end.offset
+            if part.extent.start.file is None or part.extent.start.file.name != cursor.extent.start.file.name:
+                return False
+            if s < start or e > end or (s, e) == (start, end) or e <= s:
+                return False
+            spans.append((s, e))
+        spans.sort()
+        return all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+
+    def _build(self, cursor, function: Function, parent, loop, switch, last) -> None:
+        kind = cursor.kind.name
+        extent = cursor.extent
+        unit = Unit(len(self.units), kind, function.usr, parent,
+                    extent.start.file.name if extent.start.file else function.file, extent.start.offset,
+                    extent.end.offset, extent.start.line, extent.end.line, Effects(), last=last,
+                    expression=cursor.kind.is_expression())
+        self.units.append(unit)
+        function.units.append(unit.id)
+        analyzer = self.analyzer
+        if kind in CONTAINERS:
+            header, subs = self._parts(cursor)
+            if self._separable(cursor, subs):
+                unit.container = True
+                for part in header:
+                    if part.kind.name == "DECL_STMT":
+                        unit.effects.add(analyzer.declaration(part))
+                        unit.declares |= {analyzer.var_key(d) for d in part.get_children()
+                                          if d.kind.name == "VAR_DECL"}
+                    else:
+                        unit.effects.add(analyzer.whole(part, function.usr))
+                inner_loop = unit.id if kind in LOOPS else loop
+                inner_switch = unit.id if kind == "SWITCH_STMT" else switch
+                if kind in ("CASE_STMT", "DEFAULT_STMT"):
+                    unit.switch = switch
+                for sub in subs:
+                    self._build(sub, function, unit.id, inner_loop, inner_switch, False)
+                return
+        unit.effects = analyzer.whole(cursor, function.usr)
+        if kind == "DECL_STMT":
+            unit.declares = {analyzer.var_key(d) for d in cursor.get_children() if d.kind.name == "VAR_DECL"}
+        elif kind == "BREAK_STMT":
+            unit.jump_target = switch if switch is not None and (loop is None or switch > loop) else loop
+        elif kind == "CONTINUE_STMT":
+            unit.jump_target = loop
+        elif kind in ("GCC_ASM_STMT", "ASM_STMT", "MS_ASM_STMT"):
+            unit.asm = True
+
+    # -- the fixpoint ------------------------------------------------------------------------------------------
+
+    def _need(self, locations) -> None:
+        for location in locations:
+            if location not in self.needed:
+                self.needed.add(location)
+                for i in range(1, len(location) + 1):
+                    self.prefixes.add(location[:i])
+
+    def _conflicts(self, writes) -> bool:
+        for location in writes:
+            if location in self.prefixes:  # equal to, or a prefix of, a needed location
+                return True
+            if any(location[:i] in self.needed for i in range(1, len(location))):
+                return True
+        return False
+
+    def _keep(self, unit_id: int) -> None:
+        stack = [unit_id]
+        while stack:
+            unit = self.units[stack.pop()]
+            if unit.id in self.kept:
+                continue
+            self.kept.add(unit.id)
+            self.live.add(unit.function)
+            self._need(unit.effects.reads)
+            if unit.parent is not None:
+                stack.append(unit.parent)
+            for name in unit.effects.names:
+                declaring = self.declared_by.get(name)
+                if declaring is not None:
+                    stack.append(declaring)
+
+    def _wanted(self, unit: Unit) -> bool:
+        effects = unit.effects
+        if effects.io or effects.unknown or unit.asm:
+            return True
+        if effects.calls & self.live:
+            return True
+        if unit.kind in ("BREAK_STMT", "CONTINUE_STMT"):
+            return unit.jump_target in self.kept
+        if unit.kind in ("CASE_STMT", "DEFAULT_STMT"):
+            return unit.switch in self.kept
+        if unit.function in self.live and unit.kind in ("GOTO_STMT", "LABEL_STMT", "INDIRECT_GOTO_STMT"):
+            return True
+        if unit.kind == "RETURN_STMT" and unit.function in self.live and (
+                not unit.last or unit.function == self.main or ("ret", unit.function) in self.needed):
+            return True
+        return self._conflicts(effects.writes)
+
+    def run(self) -> "Slice":
+        """Keep units to the fixpoint; returns self."""
+        if self.main is not None:
+            self._need({("ret", self.main)})
+        changed = True
+        while changed:
+            changed = False
+            for unit in self.units:
+                if unit.id not in self.kept and self._wanted(unit):
+                    self._keep(unit.id)
+                    changed = True
+        for unit in self.units:
+            if unit.id in self.kept:
+                for name, line in unit.effects.unknown:
+                    self.notes.append((unit.file, line, f"{name}: not defined in the sources nor known to iobo: "
+                                                        f"kept (it may do I/O), with what its arguments need"))
+                if unit.asm:
+                    self.notes.append((unit.file, unit.line, "inline assembly: kept"))
+        return self
+
+    # -- results ----------------------------------------------------------------------------------------------
+
+    def reached(self) -> set[str]:
+        """The functions the kernel keeps: main, every function a kept unit calls or names, and those file-scope
+        variables name."""
+        found = {self.main} | self.reached_by_globals
+        for unit_id in self.kept:
+            found |= self.units[unit_id].effects.calls
+        return {usr for usr in found if usr is not None}
+
+    def counts(self) -> dict[str, int]:
+        """Statements kept and dropped in the sources (each unit once; the units of dropped functions dropped)."""
+        reached = self.reached()
+        kept = dropped = 0
+        for unit in self.units:
+            function = self.functions[unit.function]
+            if not function.editable:
+                continue
+            if unit.id in self.kept and function.usr in reached:
+                kept += 1
+            else:
+                dropped += 1
+        dropped_functions = sum(1 for f in self.functions.values() if f.editable and f.usr not in reached)
+        return {"kept": kept, "dropped": dropped, "functions_dropped": dropped_functions,
+                "functions_kept": sum(1 for f in self.functions.values() if f.editable and f.usr in reached)}
+
+    def drops(self) -> dict[str, list[tuple[int, int, str]]]:
+        """Per source file, the text ranges to remove: (start, end, how) with how ``blank`` (spaces; an
+        expression's own ``;`` stays), ``empty`` (an empty statement ``{}``, where a container needs one) or
+        ``function`` (a dropped definition)."""
+        reached = self.reached()
+        ranges: dict[str, list[tuple[int, int, str]]] = {}
+        for function in self.functions.values():
+            if function.editable and function.usr not in reached:
+                ranges.setdefault(function.file, []).append((function.start, function.end, "function"))
+        for unit in self.units:
+            function = self.functions[unit.function]
+            if not function.editable or function.usr not in reached or unit.id in self.kept:
+                continue
+            parent = self.units[unit.parent] if unit.parent is not None else None
+            if parent is not None and parent.id not in self.kept:
+                continue  # removed with its parent
+            in_block = parent is None or parent.kind == "COMPOUND_STMT"
+            how = "blank" if in_block or unit.expression else "empty"
+            ranges.setdefault(unit.file, []).append((unit.start, unit.end, how))
+        return ranges

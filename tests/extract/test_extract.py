@@ -1,0 +1,119 @@
+"""iobo extract cuts a C program's I/O kernel from its source: real libclang, real h5pcc builds, 2 real MPI ranks.
+
+On the test programs checkpoint.c (Jacobi sweeps between HDF5 checkpoints)
+and halo.c (a collective write from a buffer with ghost cells): the kernel
+builds and runs through the command line, its I/O signature (the shim's
+report of one run) equals the program's within iobo check's thresholds at the
+extraction's input and at other sizes and counts, the sweeps are dropped (the
+view marks them, the kernel is much faster where the program computes), and a
+source that does not parse is refused with its file and line.
+"""
+
+import re
+
+import pytest
+
+from iobo.cli import main
+from iobo.extract.run import run_once
+from iobo.replay.check import failures
+from iobo.replay.signature import compare, render, signature
+from support.programs import SOURCES
+
+RANKS = 2
+
+
+def extracted(name, scratch, capsys, run_args):
+    """Extract tests/adapters/programs/<name>.c into scratch/<name>-kernel through the CLI, built and run once."""
+    kernel_dir = scratch / f"{name}-kernel"
+    code = main(["extract", str(SOURCES / f"{name}.c"), "-o", str(kernel_dir), "--run", run_args, "--ranks",
+                 str(RANKS), "--", "-Wall", "-Werror"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "ran: " in out.out, out.out
+    return kernel_dir, out.out
+
+
+def assert_same_io(program, kernel, args):
+    """The program and the kernel, each run once under the shim with ``args``: no signature row beyond the
+    thresholds (bytes 0.1%, calls 2% per level; the same datasets and layouts)."""
+    rows = compare(signature(run_once(f"{program} {args}", RANKS)["report"]),
+                   signature(run_once(f"{kernel} {args}", RANKS)["report"]))
+    assert failures(rows) == [], f"{args}\n{render(rows)}"
+    written = {row["what"]: row["kernel"] for row in rows}
+    assert written["hdf5 write bytes"] > 0, render(rows)
+
+
+def view_marks(kernel_dir):
+    """{program line text (stripped): mark} of the marked view."""
+    found = {}
+    for line in (kernel_dir / "view.txt").read_text().splitlines():
+        match = re.match(r"^\s*\d+ ([ +~-]) \| (.*)$", line)
+        if match:
+            found.setdefault(match[2].strip(), match[1])
+    return found
+
+
+def test_the_checkpoint_kernel_does_the_programs_io_at_two_inputs(library, programs, scratch, capsys):
+    kernel_dir, out = extracted("checkpoint", scratch, capsys, "{workdir}/ck 2 4 4 5")
+    counts = re.search(r"statements: (\d+) kept, (\d+) dropped; functions: (\d+) kept, (\d+) dropped", out)
+    assert counts and int(counts[2]) > 0 and counts[4] == "1", out  # sweep() dropped whole
+    assert "hdf5: 16,777,216 B in 16 writes" in out, out  # 2 checkpoints x 2 ranks x 4 slabs of 1 MiB
+    kernel = kernel_dir / "kernel"
+    assert_same_io(programs["checkpoint"], kernel, "{workdir}/ck 2 4 4 5")
+    assert_same_io(programs["checkpoint"], kernel, "{workdir}/ck 4 2 8 3 collective")  # unseen: sizes, count, mode
+
+
+def test_the_halo_kernel_does_the_programs_io_at_two_inputs(library, programs, scratch, capsys):
+    kernel_dir, _ = extracted("halo", scratch, capsys, "{workdir}/halo.h5 500 1000")
+    marks = view_marks(kernel_dir)
+    assert marks["field[i] = (float)(rank + i % 97);"] == "-", marks
+    assert marks["herr_t status = H5Dwrite(dset, H5T_NATIVE_FLOAT, mem_space, file_space, dxpl, field);"] == "+"
+    assert_same_io(programs["halo"], kernel_dir / "kernel", "{workdir}/halo.h5 500 1000")
+    assert_same_io(programs["halo"], kernel_dir / "kernel", "{workdir}/halo.h5 300 700")
+
+
+def test_the_view_marks_the_sweeps_dropped_and_the_io_kept(scratch, capsys):
+    kernel_dir = scratch / "checkpoint-view"
+    assert main(["extract", str(SOURCES / "checkpoint.c"), "-o", str(kernel_dir), "--no-build"]) == 0
+    capsys.readouterr()
+    marks = view_marks(kernel_dir)
+    assert marks["for (int s = 0; s < sweeps; s++)"] == "-", marks
+    assert marks["checksum += sweep(grid, next, rows);"] == "-", marks
+    assert marks["static double sweep(double *grid, double *next, hsize_t rows)"] == "-", marks
+    assert marks["for (int s = 0; s < slabs; s++) {"] == "+", marks
+    assert marks["hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);"] == "+", marks
+    assert marks["double *grid = calloc(rows * COLS, sizeof *grid), *next = calloc(rows * COLS, sizeof *next);"] \
+        == "+", marks  # the written buffer keeps its allocation
+    kernel = (kernel_dir / "checkpoint.c").read_text()
+    source = (SOURCES / "checkpoint.c").read_text()
+    assert kernel.count("\n") == source.count("\n")  # line for line
+    assert "sweep(" not in kernel and "H5Dwrite(" in kernel
+
+
+def test_the_kernel_skips_the_computation(library, programs, scratch, capsys):
+    """At 2,000 sweeps between checkpoints the program computes for seconds; its kernel only writes."""
+    kernel_dir, _ = extracted("checkpoint", scratch, capsys, "{workdir}/ck 2 1 4 1")
+    args = "{workdir}/ck 2 1 4 2000"
+    program = run_once(f"{programs['checkpoint']} {args}", RANKS)
+    kernel = run_once(f"{kernel_dir / 'kernel'} {args}", RANKS)
+    ratio = program["wall_seconds"] / kernel["wall_seconds"]
+    print(f"program {program['wall_seconds']:.2f} s, kernel {kernel['wall_seconds']:.2f} s: {ratio:.1f}x")
+    assert ratio >= 5, (program["wall_seconds"], kernel["wall_seconds"])
+    rows = compare(signature(program["report"]), signature(kernel["report"]))
+    assert failures(rows) == [], render(rows)
+
+
+def test_a_source_that_does_not_parse_is_refused_with_its_line(scratch, capsys):
+    bad = scratch / "bad.c"
+    bad.write_text("#include <mpi.h>\nint main(void)\n{\n    MPI_Init(NULL, NULL)\n    return undeclared;\n}\n")
+    code = main(["extract", str(bad), "-o", str(scratch / "bad-kernel")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"{bad}:" in err and "does not parse" in err and "iobo record" in err, err
+
+
+@pytest.mark.parametrize("words, message", [([], "needs the program's C sources"),
+                                            (["missing.c"], "sources not found")])
+def test_missing_sources_are_refused(scratch, capsys, words, message):
+    assert main(["extract", *words, "-o", str(scratch / "k")]) == 2
+    assert message in capsys.readouterr().err
