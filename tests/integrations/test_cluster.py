@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import optuna
@@ -22,13 +23,20 @@ NODES = {"node1", "node2", "node3"}
 
 WHERE = '''\
 """Each rank writes its 1 MiB block of one shared file collectively; rank 0 prints every rank's host and the
-hints ROMIO applied (MPI_File_get_info)."""
-import json, socket, sys
+hints ROMIO applied (MPI_File_get_info). With a second argument, a file: when it exists, the run removes it and
+every rank sleeps 10 minutes (the trial to crash a node under)."""
+import json, os, socket, sys, time
 
 import numpy as np
 from mpi4py import MPI
 
 comm = MPI.COMM_WORLD
+hang = len(sys.argv) > 2 and os.path.exists(sys.argv[2])
+comm.Barrier()
+if hang and comm.rank == 0:
+    os.remove(sys.argv[2])
+if hang:
+    time.sleep(600)
 block = np.full(1 << 20, comm.rank, dtype=np.uint8)
 fh = MPI.File.Open(comm, sys.argv[1], MPI.MODE_CREATE | MPI.MODE_WRONLY)
 fh.Write_at_all(comm.rank * block.nbytes, block)
@@ -79,17 +87,24 @@ def test_an_mpich_job_of_three_ranks_spans_three_nodes(cluster, tmp_path):
     assert report["hints"] == {"cb_nodes": "3", "cb_config_list": "*:1", "romio_aggregator_list": "0 1 2 "}
 
 
-@pytest.mark.usefixtures("no_leftover_processes")
-def test_trials_run_across_nodes_through_parsls_slurm_provider(cluster, tmp_path, no_leftover_processes):
+def tune_across_nodes(cluster, tmp_path, trials, *program_args):
+    """The argv of ``iobo tune --command WHERE`` on 3 ranks through workflows/site_cluster.py, its study
+    ``cluster`` in ``tmp_path``/iobo.db, its workdir in the cluster's shared directory."""
     program = tmp_path / "where.py"
     program.write_text(WHERE)
     workdir = cluster.base / "work" / tmp_path.name
     workdir.mkdir()
+    command = " ".join([sys.executable, str(program), "{workdir}/out.dat", *program_args])
+    return [sys.executable, "-m", "iobo.cli", "tune", "--command", command, "--ranks", "3", "--trials", str(trials),
+            "--no-warmup", "--confirm", "0", "--sampler", "tpe", "--seed", "1",
+            "--parsl-config", str(ROOT / "workflows/site_cluster.py"), "--workdir", str(workdir),
+            "--storage", f"sqlite:///{tmp_path / 'iobo.db'}", "--study", "cluster"]
+
+
+@pytest.mark.usefixtures("no_leftover_processes")
+def test_trials_run_across_nodes_through_parsls_slurm_provider(cluster, tmp_path):
     storage = f"sqlite:///{tmp_path / 'iobo.db'}"
-    on_login(cluster, [sys.executable, "-m", "iobo.cli", "tune", "--command", f"{sys.executable} {program} "
-                       "{workdir}/out.dat", "--ranks", "3", "--trials", "5", "--no-warmup", "--confirm", "0",
-                       "--sampler", "tpe", "--seed", "1", "--parsl-config", str(ROOT / "workflows/site_cluster.py"),
-                       "--workdir", str(workdir), "--storage", storage, "--study", "cluster"], timeout_s=300)
+    on_login(cluster, tune_across_nodes(cluster, tmp_path, 5), timeout_s=300)
     study = optuna.load_study(study_name="cluster", storage=storage)
     assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 5
     for trial in study.trials:
@@ -102,6 +117,35 @@ def test_trials_run_across_nodes_through_parsls_slurm_provider(cluster, tmp_path
     jobs = on_login(cluster, ["squeue", "-h", "-t", "all", "-o", "%i %T %N"]).splitlines()
     assert jobs and all(line.split()[1] != "RUNNING" for line in jobs), jobs  # the block ended with the tuner
     assert any(line.endswith("node[1-3]") for line in jobs), jobs  # a job held all three nodes
+
+
+@pytest.mark.usefixtures("no_leftover_processes")
+def test_a_node_that_crashes_during_a_trial_fails_it_and_the_study_goes_on(cluster, tmp_path):
+    hang = cluster.base / "work" / f"{tmp_path.name}.hang"
+    hang.touch()  # the first trial's ranks sleep until node3 crashes under them
+    proc = subprocess.Popen(cluster.command(tune_across_nodes(cluster, tmp_path, 5, str(hang))), cwd="/tmp",
+                            env=cluster.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while hang.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not hang.exists(), "the first trial did not start within 120 s"
+        time.sleep(1)
+        assert len(cluster.crash_node("node3")) >= 3  # its slurmd, the step's slurmstepd, its rank
+        time.sleep(2)
+        cluster.start_node("node3")  # the node comes back: the study's next trials use it again
+        _, err = proc.communicate(timeout=240)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    trials = optuna.load_study(study_name="cluster", storage=f"sqlite:///{tmp_path / 'iobo.db'}").trials
+    assert trials[0].state == TrialState.FAIL
+    reason = trials[0].user_attrs["fail_reason"]
+    assert "exited with code" in reason and "[mpiexec@node1]" in reason, reason  # hydra lost node3's proxy
+    assert [t.state for t in trials[1:]] == [TrialState.COMPLETE] * 4
+    for trial in trials[1:]:
+        assert sorted(json.loads(trial.user_attrs["stdout_tail"].strip().splitlines()[-1])["hosts"]) == sorted(NODES)
+    cluster.wait_idle()
 
 
 def test_up_is_idempotent_and_down_leaves_nothing():

@@ -209,7 +209,9 @@ class Cluster:
         self._checked(self.on(host, argv), what)
 
     def _checked(self, command: list[str], what: str) -> None:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=self.env())
+        """Run a daemon's start ``command``, in a clean environment (a daemon keeps nothing of its caller's)."""
+        env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "SLURM_CONF": str(self.conf)}
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
         if done.returncode != 0:
             raise ClusterUnavailable(f"{what} failed ({done.returncode}): {done.stderr.strip()}{self.logs()}")
 
@@ -274,6 +276,23 @@ MinJobAge=600
             text = log.read_text(errors="replace").splitlines()[-lines:]
             tails.append(f"\n--- {log.name}:\n" + "\n".join(text))
         return "".join(tails)
+
+    # --- faults ----------------------------------------------------------------------------------------------
+    def crash_node(self, host: str) -> list[int]:
+        """Kill (SIGKILL) every process in ``host``'s namespace: its slurmd, the job steps and ranks it runs, as
+        a node that crashed; returns their pids. :meth:`start_node` brings it back."""
+        done = subprocess.run(["ip", "netns", "pids", self.netns(host)], capture_output=True, text=True, check=True)
+        pids = [int(p) for p in done.stdout.split()]
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return pids
+
+    def start_node(self, host: str) -> None:
+        """Start ``host``'s slurmd again (after :meth:`crash_node`): the node registers and returns to service."""
+        self._daemon(host, ["slurmd", "-N", host, "-f", str(self.conf)], f"slurmd on {host}")
 
     # --- stop ------------------------------------------------------------------------------------------------
     def _netns_exists(self, netns: str) -> bool:
