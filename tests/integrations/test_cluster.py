@@ -54,6 +54,7 @@ def cluster():
     """The cluster ``iobot`` (its own namespaces, beside a user's ``make cluster-up`` one), stopped after the
     module; the stop fails the module's last test if anything of it is left."""
     try:
+        Cluster("iobot", 3).down()  # one a killed test run left: its jobs and queue are not this module's
         started = Cluster("iobot", 3).up()
     except ClusterUnavailable as exc:
         pytest.skip(f"the multi-node test cluster cannot start here: {exc}")
@@ -62,9 +63,10 @@ def cluster():
     assert started.leftovers() == {}
 
 
-def on_login(cluster, argv, timeout_s=120):
+def on_login(cluster, argv, timeout_s=120, cwd="/tmp"):
+    """Run ``argv`` on the cluster's login host, in ``cwd``; its stdout (fails the test if it fails)."""
     done = subprocess.run(cluster.command(argv), capture_output=True, text=True, timeout=timeout_s,
-                          env=cluster.env(), cwd="/tmp")
+                          env=cluster.env(), cwd=cwd)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 
@@ -104,7 +106,7 @@ def tune_across_nodes(cluster, tmp_path, trials, *program_args):
 @pytest.mark.usefixtures("no_leftover_processes")
 def test_trials_run_across_nodes_through_parsls_slurm_provider(cluster, tmp_path):
     storage = f"sqlite:///{tmp_path / 'iobo.db'}"
-    on_login(cluster, tune_across_nodes(cluster, tmp_path, 5), timeout_s=300)
+    on_login(cluster, tune_across_nodes(cluster, tmp_path, 5), timeout_s=300, cwd=tmp_path)  # Parsl's runinfo there
     study = optuna.load_study(study_name="cluster", storage=storage)
     assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 5
     for trial in study.trials:
@@ -123,7 +125,7 @@ def test_trials_run_across_nodes_through_parsls_slurm_provider(cluster, tmp_path
 def test_a_node_that_crashes_during_a_trial_fails_it_and_the_study_goes_on(cluster, tmp_path):
     hang = cluster.base / "work" / f"{tmp_path.name}.hang"
     hang.touch()  # the first trial's ranks sleep until node3 crashes under them
-    proc = subprocess.Popen(cluster.command(tune_across_nodes(cluster, tmp_path, 5, str(hang))), cwd="/tmp",
+    proc = subprocess.Popen(cluster.command(tune_across_nodes(cluster, tmp_path, 5, str(hang))), cwd=tmp_path,
                             env=cluster.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
