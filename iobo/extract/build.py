@@ -62,6 +62,8 @@ def build(sources: list[Path], output: str | os.PathLike, compiler: list[str], f
             if match:
                 where = names.get(Path(match["file"]).name, match["file"])
                 errors.append(f"{where}:{match['line']}: {match['what']}")
+            elif "undefined reference" in line:
+                errors.append(line.strip())
         shown = "; ".join(errors[:5]) or (done.stderr.strip().splitlines() or ["no message"])[-1]
         raise ExtractError(f"the kernel does not build ({shlex.join(command)} exited {done.returncode}): {shown}. "
                            f"Lines are the program's (dropped statements are blanked in place); tune the recorded "

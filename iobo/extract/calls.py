@@ -11,6 +11,8 @@
 - :data:`BULK`: the argument of a data write that holds the data: the slice
   keeps its address (allocation, offsets) but not the stores that computed
   its contents, so the kernel writes what the buffer holds as allocated.
+- :data:`OUTPUT`: the argument a read only stores into (and scanf's
+  variadic ones): what it held before is not needed.
 - :data:`COMPRESSION`: calls after which the contents decide the bytes
   written: with one in the program no argument is bulk.
 """
@@ -33,7 +35,7 @@ STREAM_FIRST = {"fprintf", "vfprintf", "fputs", "fflush", "fscanf", "vfscanf"}
 """Stdio calls that are console output when their stream (first argument; fputs: second) is stdout or stderr."""
 CONSOLE = {"stdout", "stderr", "stdin"}
 SCANF = {"scanf", "fscanf", "sscanf", "vscanf", "vfscanf", "vsscanf"}
-"""Calls whose variadic pointer arguments are written."""
+"""Calls whose variadic pointer arguments are only written."""
 BULK = {
     "H5Dwrite": 5, "H5Dwrite_async": 5, "write": 1, "pwrite": 1, "pwrite64": 1, "fwrite": 0,
     "MPI_File_write": 1, "MPI_File_write_all": 1, "MPI_File_write_at": 2, "MPI_File_write_at_all": 2,
@@ -42,6 +44,13 @@ BULK = {
     "MPI_File_write_all_begin": 1, "MPI_File_write_at_all_begin": 2, "MPI_File_write_ordered_begin": 1,
 }
 """Function -> index of its data argument (0-based)."""
+OUTPUT = {
+    "H5Dread": 5, "H5Dread_async": 5, "H5Aread": 2, "read": 1, "pread": 1, "pread64": 1, "fread": 0,
+    "fgets": 0, "MPI_File_read": 1, "MPI_File_read_all": 1, "MPI_File_read_at": 2, "MPI_File_read_at_all": 2,
+    "MPI_File_iread": 1, "MPI_File_iread_all": 1, "MPI_File_iread_at": 2, "MPI_File_iread_at_all": 2,
+    "MPI_File_read_shared": 1, "MPI_File_read_ordered": 1, "H5Sget_simple_extent_dims": 1,
+}
+"""Function -> index of the argument it only stores into (a read's buffer): its old contents are not read."""
 COMPRESSION = {"H5Pset_deflate", "H5Pset_szip", "H5Pset_filter", "H5Pset_nbit", "H5Pset_scaleoffset",
                "H5Pset_shuffle", "H5Pset_fletcher32"}
 LIBRARY_DIRS = ("/bits/", "/sys/", "/mpich", "/openmpi", "/hdf5", "/gcc/", "/linux/", "/asm")
@@ -63,10 +72,10 @@ def library_header(path: str | None) -> bool:
     return os.path.basename(path) in LIBRARY_HEADERS or any(part in path for part in LIBRARY_DIRS)
 
 
-def kind(name: str, header: str | None, stream: str | None = None) -> str:
+def kind(name: str, header: str | None, stream: str | None = None, synthetic: frozenset[str] = frozenset()) -> str:
     """``"io"``, ``"compute"`` or ``"unknown"`` for an external function ``name`` declared in ``header``
-    (``stream``: the spelling of a stdio call's stream argument)."""
-    if name.startswith(IO_PREFIXES) or name in IO_MPI:
+    (``stream``: the spelling of a stdio call's stream argument; ``synthetic``: functions the user named, I/O)."""
+    if name.startswith(IO_PREFIXES) or name in IO_MPI or name in synthetic:
         return "io"
     if name in IO_POSIX:
         return "compute" if name in STREAM_FIRST and stream in CONSOLE else "io"

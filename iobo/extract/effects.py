@@ -266,7 +266,7 @@ class Analyzer:
         stream = None
         if name in call_kinds.STREAM_FIRST and arguments:
             stream = self.strip(arguments[1 if name == "fputs" and len(arguments) > 1 else 0]).spelling
-        what = call_kinds.kind(name, header, stream)
+        what = call_kinds.kind(name, header, stream, self.synthetic)
         if what == "io":
             effects.io.append((name, line))
         elif what == "unknown":
@@ -279,7 +279,8 @@ class Analyzer:
             pointed = self.pointee(argument)
             if not pointed:
                 continue
-            if bulk != i and bulk != -1:
+            output = call_kinds.OUTPUT.get(name) == i or (name in call_kinds.SCANF and i >= len(parameters))
+            if bulk != i and bulk != -1 and not output:
                 effects.reads |= pointed
             if i < len(parameters):
                 parameter = parameters[i].get_canonical()

@@ -20,8 +20,8 @@ def blank(text: bytes, ranges: list[tuple[int, int, str]]) -> bytes:
         for i in range(start, min(end, len(out))):
             if out[i] not in (ord("\n"), ord("\r")):
                 out[i] = ord(" ")
-        if how == "empty" and end - start >= 2:
-            out[start:start + 2] = b"{}"
+        if how == "empty" and end - start >= 2:  # the statement's first and last characters: never a newline
+            out[start], out[end - 1] = ord("{"), ord("}")
     return b"\n".join(line.rstrip(b" \t") for line in bytes(out).split(b"\n"))
 
 

@@ -54,9 +54,10 @@ def extract(sources, kernel_dir, flags: list[str] | None = None, compile_command
     flags = list(flags or [])
     ci = parse.cindex()
     index = ci.Index.create()
-    units = []
+    units, build_flags = [], list(flags)
     for path in paths:
         own = parse.flags_from_compile_commands(compile_commands, path) if compile_commands else flags
+        build_flags += [f for f in own if f not in build_flags]  # one build: the union of the entries' flags
         units.append(parse.parse(path, own, index))
     sliced = Slice(ci, units, paths, frozenset(synthetic)).run()
     written = emit.write(kernel_dir, paths, sliced.drops())
@@ -76,8 +77,8 @@ def extract(sources, kernel_dir, flags: list[str] | None = None, compile_command
         uses_hdf5 = any(name.startswith("H5") for unit in sliced.units for name, _ in unit.effects.io)
         command = compiler or builder.default_compiler(uses_hdf5)
         include_dirs = list(dict.fromkeys(p.parent for p in paths))
-        result.build_command = builder.build(written, kernel_dir / KERNEL_NAME, command,
-                                             flags if not compile_commands else [], include_dirs, paths)
+        result.build_command = builder.build(written, kernel_dir / KERNEL_NAME, command, build_flags,
+                                             include_dirs, paths)
         result.executable = kernel_dir / KERNEL_NAME
     return result
 

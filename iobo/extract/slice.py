@@ -81,7 +81,7 @@ class Slice:
         self.units: list[Unit] = []
         self.functions: dict[str, Function] = {}
         self.notes: list[tuple[str, int, str]] = []
-        definitions = []
+        definitions, opaque_bodies = [], []
         for tu in translation_units:
             for cursor in tu.cursor.get_children():
                 if cursor.kind == ci.CursorKind.FUNCTION_DECL and cursor.is_definition() \
@@ -89,11 +89,16 @@ class Slice:
                     usr = cursor.get_usr()
                     if usr not in self.functions:
                         file = cursor.location.file.name
+                        opaque = cursor.spelling in synthetic  # kept whole, called as an I/O function
                         self.functions[usr] = Function(usr, cursor.spelling, file, cursor.extent.start.offset,
                                                        cursor.extent.end.offset, cursor.location.line,
-                                                       file in self.sources)
-                        definitions.append(cursor)
-        self.analyzer = Analyzer(ci, dict.fromkeys(self.functions, True), frozenset(synthetic))
+                                                       file in self.sources and not opaque)
+                        if not opaque:
+                            definitions.append(cursor)
+                        else:
+                            opaque_bodies.append(cursor)
+        defined = {usr: True for usr, f in self.functions.items() if f.name not in synthetic}
+        self.analyzer = Analyzer(ci, defined, frozenset(synthetic))
         for cursor in definitions:
             self.analyzer.find_escapes(cursor)
         compression = [c for definition in definitions for c in definition.walk_preorder()
@@ -105,13 +110,16 @@ class Slice:
                                f"{first.spelling}: the data are compressed, so their contents decide the bytes "
                                f"written: the computation of every written buffer is kept"))
         self.reached_by_globals = set()
-        for tu in translation_units:
-            for cursor in tu.cursor.get_children():
-                if cursor.kind == ci.CursorKind.VAR_DECL:
-                    for inner in cursor.walk_preorder():
-                        if inner.kind == ci.CursorKind.DECL_REF_EXPR and inner.referenced is not None \
-                                and inner.referenced.kind == ci.CursorKind.FUNCTION_DECL:
-                            self.reached_by_globals.add(inner.referenced.get_usr())
+        file_scope = [c for tu in translation_units for c in tu.cursor.get_children()
+                      if c.kind == ci.CursorKind.VAR_DECL]
+        self.forced: set[str] = set()  # functions an opaque one calls: kept whole, as it is
+        for cursor in file_scope + opaque_bodies:  # the functions they name are kept: they are
+            for inner in cursor.walk_preorder():
+                if inner.kind == ci.CursorKind.DECL_REF_EXPR and inner.referenced is not None \
+                        and inner.referenced.kind == ci.CursorKind.FUNCTION_DECL:
+                    self.reached_by_globals.add(inner.referenced.get_usr())
+                    if cursor.kind == ci.CursorKind.FUNCTION_DECL:
+                        self.forced.add(inner.referenced.get_usr())
         for cursor in definitions:
             body = next((c for c in cursor.get_children() if c.kind == ci.CursorKind.COMPOUND_STMT), None)
             if body is None:
@@ -122,6 +130,7 @@ class Slice:
                 self._build(child, function, None, None, None, i == len(children) - 1)
         self.main = next((usr for usr, f in self.functions.items() if f.name == "main"), None)
         self.kept: set[int] = set()
+        self.why: dict[int, str] = {}
         self.needed: set = set()
         self.prefixes: set = set()
         self.live: set[str] = set()
@@ -211,38 +220,49 @@ class Slice:
                 return True
         return False
 
-    def _keep(self, unit_id: int) -> None:
-        stack = [unit_id]
+    def _keep(self, unit_id: int, reason: str) -> None:
+        stack = [(unit_id, reason)]
         while stack:
-            unit = self.units[stack.pop()]
+            unit_id, reason = stack.pop()
+            unit = self.units[unit_id]
             if unit.id in self.kept:
                 continue
             self.kept.add(unit.id)
+            self.why[unit.id] = reason
             self.live.add(unit.function)
             self._need(unit.effects.reads)
             if unit.parent is not None:
-                stack.append(unit.parent)
+                stack.append((unit.parent, f"encloses line {unit.line}"))
             for name in unit.effects.names:
                 declaring = self.declared_by.get(name)
                 if declaring is not None:
-                    stack.append(declaring)
+                    stack.append((declaring, f"declares a variable line {unit.line} names"))
 
-    def _wanted(self, unit: Unit) -> bool:
+    def _wanted(self, unit: Unit) -> str | None:
+        """Why ``unit`` must be kept now, or None."""
         effects = unit.effects
-        if effects.io or effects.unknown or unit.asm:
-            return True
-        if effects.calls & self.live:
-            return True
+        if effects.io or effects.unknown:
+            return f"calls {(effects.io or effects.unknown)[0][0]}"
+        if unit.asm:
+            return "inline assembly"
+        if unit.function in self.forced:
+            return "in a function an opaque one calls"
+        live = effects.calls & self.live
+        if live:
+            return f"calls {self.functions[min(live)].name}, which has kept statements"
         if unit.kind in ("BREAK_STMT", "CONTINUE_STMT"):
-            return unit.jump_target in self.kept
+            return "jumps in a kept loop or switch" if unit.jump_target in self.kept else None
         if unit.kind in ("CASE_STMT", "DEFAULT_STMT"):
-            return unit.switch in self.kept
+            return "a case of a kept switch" if unit.switch in self.kept else None
         if unit.function in self.live and unit.kind in ("GOTO_STMT", "LABEL_STMT", "INDIRECT_GOTO_STMT"):
-            return True
+            return "a jump or label of a kept function"
         if unit.kind == "RETURN_STMT" and unit.function in self.live and (
                 not unit.last or unit.function == self.main or ("ret", unit.function) in self.needed):
-            return True
-        return self._conflicts(effects.writes)
+            return "returns from a kept function"
+        for location in effects.writes:
+            if self._conflicts([location]):
+                return f"writes {location[-1] if location[0] != 'var' else 'a variable'} that kept code reads"
+        return None
 
     def run(self) -> "Slice":
         """Keep units to the fixpoint; returns self."""
@@ -252,16 +272,23 @@ class Slice:
         while changed:
             changed = False
             for unit in self.units:
-                if unit.id not in self.kept and self._wanted(unit):
-                    self._keep(unit.id)
-                    changed = True
+                if unit.id not in self.kept:
+                    reason = self._wanted(unit)
+                    if reason:
+                        self._keep(unit.id, reason)
+                        changed = True
+        unknown: dict[str, list] = {}
         for unit in self.units:
             if unit.id in self.kept:
                 for name, line in unit.effects.unknown:
-                    self.notes.append((unit.file, line, f"{name}: not defined in the sources nor known to iobo: "
-                                                        f"kept (it may do I/O), with what its arguments need"))
+                    unknown.setdefault(name, []).append((unit.file, line))
                 if unit.asm:
                     self.notes.append((unit.file, unit.line, "inline assembly: kept"))
+        for name, places in unknown.items():
+            file, line = min(places)
+            more = f" (and {len(places) - 1} more calls)" if len(places) > 1 else ""
+            self.notes.append((file, line, f"{name}{more}: not defined in the sources nor known to iobo: kept (it "
+                                           f"may do I/O), with what its arguments need"))
         return self
 
     # -- results ----------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ def marks(program: bytes, kernel: bytes, statement_lines: set[int]) -> list[tupl
                                             kernel.decode(errors="replace").split("\n")), start=1):
         old_chars, new_chars = len("".join(old.split())), len("".join(new.split()))
         if old_chars and new_chars < old_chars:
-            mark = "-" if new_chars == 0 or new.strip() in ("{}", ";") else "~"
+            mark = "-" if new_chars == 0 or set(new.strip()) <= set("{};") else "~"
         elif old_chars and number in statement_lines:
             mark = "+"
         else:

@@ -9,7 +9,10 @@ view marks them, the kernel is much faster where the program computes), and a
 source that does not parse is refused with its file and line.
 """
 
+import json
 import re
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +23,7 @@ from iobo.replay.signature import compare, render, signature
 from support.programs import SOURCES
 
 RANKS = 2
+MIXED = Path(__file__).with_name("mixed.c")
 
 
 def extracted(name, scratch, capsys, run_args):
@@ -33,14 +37,14 @@ def extracted(name, scratch, capsys, run_args):
     return kernel_dir, out.out
 
 
-def assert_same_io(program, kernel, args):
+def assert_same_io(program, kernel, args, level="hdf5"):
     """The program and the kernel, each run once under the shim with ``args``: no signature row beyond the
-    thresholds (bytes 0.1%, calls 2% per level; the same datasets and layouts)."""
+    thresholds (bytes 0.1%, calls 2% per level; the same datasets and layouts), and bytes written at ``level``."""
     rows = compare(signature(run_once(f"{program} {args}", RANKS)["report"]),
                    signature(run_once(f"{kernel} {args}", RANKS)["report"]))
     assert failures(rows) == [], f"{args}\n{render(rows)}"
     written = {row["what"]: row["kernel"] for row in rows}
-    assert written["hdf5 write bytes"] > 0, render(rows)
+    assert written[f"{level} write bytes"] > 0, render(rows)
 
 
 def view_marks(kernel_dir):
@@ -117,3 +121,55 @@ def test_a_source_that_does_not_parse_is_refused_with_its_line(scratch, capsys):
 def test_missing_sources_are_refused(scratch, capsys, words, message):
     assert main(["extract", *words, "-o", str(scratch / "k")]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_input_reads_offsets_and_posix_writes_are_kept_and_the_relaxation_dropped(library, scratch, capsys):
+    """mixed.c: sizes read with fscanf into a struct, MPI-IO dumps at offsets a function computes, a POSIX log;
+    the kernel drops relax(), the norm (an else branch) and the cell initialisation, and does the same I/O at the
+    extraction's input and at another."""
+    program = scratch / "mixed"
+    subprocess.run(["mpicc.mpich", "-Wall", "-Wextra", "-Werror", "-o", str(program), str(MIXED)], check=True)
+    kernel_dir = scratch / "mixed-kernel"
+    (scratch / "in.txt").write_text("4096 400 100\n")
+    (scratch / "in2.txt").write_text("1000 90 30\n")
+    code = main(["extract", str(MIXED), "-o", str(kernel_dir), "--run",
+                 f"{scratch / 'in.txt'} {{workdir}}/dumps.bin {{workdir}}/log.txt", "--", "-Wall", "-Wextra",
+                 "-Werror"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "mpiio: 262,144 B in 8 writes" in out.out, out.out  # 4 dumps x 2 ranks x 4096 doubles
+    marks = view_marks(kernel_dir)
+    for dropped in ("relax(&g);", "norm += g.cells[1];", "g.cells[i] = i == 0 ? 100.0 + rank : 0.0;",
+                    "static void relax(grid_t *g)"):
+        assert marks[dropped] == "-", (dropped, marks)
+    for kept in ("if (!in || fscanf(in, \"%d %d %d\", &g->n, &g->steps, &g->every) != 3) {",
+                 "return ((MPI_Offset)dump * ranks + rank) * cells * (MPI_Offset)sizeof(double);",
+                 "g.cells = malloc((size_t)g.n * sizeof(double));", "dumps++;",
+                 "int length = snprintf(line, sizeof line, \"dumps %d\\n\", dumps);"):
+        assert marks[kept] == "+", (kept, marks)
+    kernel_lines = (kernel_dir / "mixed.c").read_text().split("\n")
+    assert len(kernel_lines) == len(MIXED.read_text().split("\n"))
+    assert kernel_lines[67].strip() == "} else {" and kernel_lines[68].strip() == "", kernel_lines[66:71]
+    for given in ("in.txt", "in2.txt"):
+        assert_same_io(program, kernel_dir / "kernel", f"{scratch / given} {{workdir}}/dumps.bin {{workdir}}/log.txt",
+                       level="mpiio")
+
+
+def test_the_flags_come_from_a_compilation_database(scratch, capsys):
+    """A source that needs an include directory and a macro parses with its compile_commands.json entry (relative
+    -I made absolute against the entry's directory) and not without."""
+    (scratch / "inc").mkdir()
+    (scratch / "inc" / "sizes.h").write_text("#define CELLS 16\n")
+    source = scratch / "tiny.c"
+    source.write_text('#include <mpi.h>\n#include <unistd.h>\n#include "sizes.h"\nint main(int argc, char **argv)\n'
+                      '{\n    MPI_Init(&argc, &argv);\n    char cells[CELLS * SCALE] = {0};\n'
+                      '    write(1, cells, sizeof cells);\n    MPI_Finalize();\n    return 0;\n}\n')
+    database = scratch / "compile_commands.json"
+    database.write_text(json.dumps([{"directory": str(scratch), "file": "tiny.c",
+                                     "command": "mpicc -Iinc -DSCALE=2 -c tiny.c -o tiny.o"}]))
+    assert main(["extract", str(source), "-o", str(scratch / "k1"), "--no-build"]) == 2
+    assert "does not parse" in capsys.readouterr().err
+    assert main(["extract", str(source), "-o", str(scratch / "k2"), "--compile-commands", str(database)]) == 0
+    out = capsys.readouterr().out
+    assert "statements: 5 kept, 0 dropped" in out, out
+    assert (scratch / "k2" / "kernel").is_file()
