@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import os
 import shlex
 import shutil
@@ -72,8 +73,9 @@ from iobo.adapters import run_measure
 from iobo.config import IOConfig
 from iobo.errors import ConfigError, KernelError
 from iobo.measure import bandwidth_mb_per_s, format_mb_per_s
-from iobo.shim import command_program
+from iobo.shim import OMPI_IO_VARIABLE, command_program, io_component
 from iobo.space import Space, Workload, format_value, io_stack_space
+from iobo.stack import romio_only
 from iobo.storage import DEFAULT_STORAGE, open_storage
 
 MODE_ENV = "IOBO_MODE"
@@ -304,6 +306,9 @@ class TunedApp:
         if report is not None:
             (nbytes, seconds), timed_by = run_measure(report), "shim"
             attrs = trials.shim_attrs(report, config.values)
+            mpi_io, ompi_io = shim.mpi_io()
+            ignored = {k: v for k, v in romio_only(config.space, mpi_io, ompi_io).items() if k in config.changed()}
+            attrs.update(mpi_io=mpi_io, not_applied={**attrs["not_applied"], **ignored})  # OMPIO echoes them
         else:
             try:
                 nbytes, seconds, timed_by = measure(
@@ -334,6 +339,8 @@ class TunedApp:
             self.settings.echo(line)
 
 
+MPI_IO_FILE = "mpi-io.json"
+"""In a :class:`ShimRun`'s directory: the MPI-IO component the call's programs run with (written where it runs)."""
 SHIM_ARG = "_iobo_shim"
 """The keyword a bash app's submitted function receives its :class:`ShimRun` in (removed before the app's own)."""
 
@@ -360,7 +367,19 @@ class ShimRun:
         if config.mpi_hints():
             Path(hints).write_text(config.romio_hints_text())
         env = preload_env(config, hints, self.prefix if self.report else None, program)
+        seen = {**os.environ, **env}  # what the command's programs see, for mpi_io()
+        Path(self.directory, MPI_IO_FILE).write_text(json.dumps(
+            {"mpi_io": io_component(env["LD_PRELOAD"].split(":")[0], seen), "ompi_io": seen.get(OMPI_IO_VARIABLE, "")}))
         return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+
+    def mpi_io(self) -> tuple[str | None, str]:
+        """(the MPI-IO component the command's programs ran with, :func:`iobo.shim.io_component`; their
+        ``OMPI_MCA_io``), as :meth:`exports` saw them where the app ran; (None, "") when it did not run."""
+        try:
+            seen = json.loads(Path(self.directory, MPI_IO_FILE).read_text())
+        except (OSError, ValueError):
+            return None, ""
+        return seen.get("mpi_io"), seen.get("ompi_io", "")
 
     def read(self) -> tuple[dict | None, str]:
         """(the shim's report, None when there is none or it saw no I/O time; why not)."""

@@ -22,8 +22,8 @@ from iobo.runners.parsl import local_config
 from iobo.space import MiB, io_stack_space
 
 ROOT = Path(__file__).resolve().parents[1]
-SPACE = io_stack_space().select(["cb_buffer_size"])
-ASKED = {"cb_buffer_size": 4 * MiB}
+SPACE = io_stack_space().select(["cb_buffer_size", "romio_cb_write"])
+ASKED = {"cb_buffer_size": 4 * MiB, "romio_cb_write": "enable"}
 OPEN_MPI_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}  # root here, not a user
 
 
@@ -43,13 +43,13 @@ def cache(tmp_path_factory):
 @pytest.fixture(scope="module")
 def dfk(tmp_path_factory, cache, library):
     """Parsl with 1 worker that can import this module, started with the empty cache, Open MPI allowed as root,
-    OMPI_MCA_io and IOBO_PRELOAD_LIBRARY unset (the shim is chosen per program)."""
+    the user's choice of OMPIO (OMPI_MCA_io=ompio), IOBO_PRELOAD_LIBRARY unset (the shim is chosen per program)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PYTHONPATH", f"{Path(__file__).parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
         patch.setenv("XDG_CACHE_HOME", str(cache))
         for name, value in OPEN_MPI_ROOT.items():
             patch.setenv(name, value)
-        patch.delenv("OMPI_MCA_io", raising=False)
+        patch.setenv("OMPI_MCA_io", "ompio")
         patch.delenv("IOBO_PRELOAD_LIBRARY", raising=False)
         dfk = parsl.load(local_config(1, str(tmp_path_factory.mktemp("runinfo"))))
         yield dfk
@@ -126,8 +126,14 @@ def test_each_program_runs_under_the_shim_built_for_its_mpi(dfk, library, progra
         trial = optuna.load_study(study_name=name, storage=storage).get_trials()[future.trial_number]
         assert trial.params == ASKED  # the enqueued configuration, asked first
         assert trial.state == TrialState.COMPLETE, trial.user_attrs.get("fail_reason")
-        # the hint reached the program (what MPI_File_get_info told it), and the shim's report took its I/O
+        # the hints reached the program (what MPI_File_get_info told it), and the shim's report took its I/O
         seen = json.loads([line for line in out.read_text().splitlines() if line.startswith("{")][-1])
         assert seen["hints"]["cb_buffer_size"] == str(4 * MiB), (name, seen["hints"])
-        assert trial.user_attrs["timed_by"] == "shim" and trial.user_attrs["not_applied"] == {}
-        assert trial.user_attrs["io"]["ranks"] == 2
+        assert seen["hints"]["romio_cb_write"] == "enable", (name, seen["hints"])
+        assert trial.user_attrs["timed_by"] == "shim" and trial.user_attrs["io"]["ranks"] == 2
+        not_applied = trial.user_attrs["not_applied"]
+        if name == "mpich":  # ROMIO: both in effect
+            assert not_applied == {} and trial.user_attrs["mpi_io"] is None
+        else:  # the user chose OMPIO, which echoes romio_cb_write and ignores it: not applied, with the reason
+            assert trial.user_attrs["mpi_io"] == "ompio" and set(not_applied) == {"romio_cb_write"}, not_applied
+            assert "OMPIO component (OMPI_MCA_io=ompio)" in not_applied["romio_cb_write"]
