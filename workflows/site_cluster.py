@@ -9,8 +9,12 @@ slurmctld and the compute nodes reach the tuner at 10.77.0.1)::
         --storage sqlite:////tmp/iobo-cluster/work/iobo.db
 
 How the pieces fit (the same as workflows/site_slurm.py, with this cluster's names):
-- One Slurm job (a "block") holds NODES_PER_TRIAL nodes; Parsl's worker pool runs once, on its lead node
-  (``SimpleLauncher``), with one worker: one trial at a time.
+- One Slurm job (a "block") per trial in flight, each of NODES_PER_TRIAL nodes, so trials running at once have
+  disjoint nodes; Parsl's worker pool runs once per block, on its lead node (``SimpleLauncher``), with one
+  worker: one trial at a time per block. Both figures can be set from the environment
+  (``IOBO_CLUSTER_NODES_PER_TRIAL``, default 3, ``IOBO_CLUSTER_IN_FLIGHT``, default 1): with
+  ``make cluster-up`` (3 nodes), ``IOBO_CLUSTER_NODES_PER_TRIAL=1 IOBO_CLUSTER_IN_FLIGHT=3`` and
+  ``iobo tune --in-flight 3`` run three trials at once, one node each.
 - Each trial's ``mpiexec.mpich -n R`` runs inside that job: MPICH's hydra sees the allocation
   (``$SLURM_JOB_NODELIST``, one task per node) and starts one proxy per node with ``srun`` (``--overlap``:
   the proxies share the CPUs the job holds), so the R ranks are spread over the NODES_PER_TRIAL nodes.
@@ -28,7 +32,8 @@ from parsl.executors import HighThroughputExecutor
 from parsl.launchers import SimpleLauncher
 from parsl.providers import SlurmProvider
 
-NODES_PER_TRIAL = int(os.environ.get("IOBO_CLUSTER_NODES", "3"))  # EDIT: nodes each trial spans
+NODES_PER_TRIAL = int(os.environ.get("IOBO_CLUSTER_NODES_PER_TRIAL", "3"))  # EDIT: nodes each trial spans
+TRIALS_IN_FLIGHT = int(os.environ.get("IOBO_CLUSTER_IN_FLIGHT", "1"))  # EDIT: trials at once (iobo tune --in-flight)
 ADDRESS = "10.77.0.1"  # EDIT: the address the compute nodes reach the tuner at (the cluster's controller here)
 ROOT = Path(__file__).resolve().parents[1]
 WORKER_INIT = (f"export PATH={Path(sys.executable).parent}:$PATH; "
@@ -47,11 +52,11 @@ config = Config(
             provider=SlurmProvider(
                 partition="debug",  # EDIT: your partition
                 nodes_per_block=NODES_PER_TRIAL,
-                init_blocks=1,
+                init_blocks=TRIALS_IN_FLIGHT,
                 min_blocks=0,
-                max_blocks=1,
+                max_blocks=TRIALS_IN_FLIGHT,
                 walltime="00:30:00",
-                exclusive=False,
+                exclusive=True,  # whole nodes: trials in flight get disjoint nodes
                 launcher=SimpleLauncher(),  # the worker pool runs once, on the lead node
                 worker_init=WORKER_INIT,
                 cmd_timeout=30,

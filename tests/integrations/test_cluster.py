@@ -150,6 +150,35 @@ def test_a_node_that_crashes_during_a_trial_fails_it_and_the_study_goes_on(clust
     cluster.wait_idle()
 
 
+@pytest.mark.usefixtures("no_leftover_processes")
+def test_trials_in_flight_run_on_disjoint_nodes(tmp_path):
+    four = Cluster("iobof", 4)  # two trials of 2 nodes at once
+    try:
+        four.down()
+        four.up()
+    except ClusterUnavailable as exc:
+        pytest.skip(f"the multi-node test cluster cannot start here: {exc}")
+    try:
+        argv = tune_across_nodes(four, tmp_path, 6)
+        argv[argv.index("--ranks") + 1] = "2"
+        done = subprocess.run(four.command([*argv, "--in-flight", "2"]), capture_output=True, text=True,
+                              timeout=300, cwd=tmp_path, env={**four.env(), "IOBO_CLUSTER_NODES_PER_TRIAL": "2",
+                                                              "IOBO_CLUSTER_IN_FLIGHT": "2"})
+        assert done.returncode == 0, done.stderr[-3000:]
+        blocks = [line.split()[1] for line in four.run(["squeue", "-h", "-t", "all", "-o", "%i %N"]).stdout.splitlines()]
+    finally:
+        four.down()
+    trials = optuna.load_study(study_name="cluster", storage=f"sqlite:///{tmp_path / 'iobo.db'}").trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 6
+    hosts = {t.number: set(json.loads(t.user_attrs["stdout_tail"].strip().splitlines()[-1])["hosts"]) for t in trials}
+    assert all(len(h) == 2 for h in hosts.values()), hosts  # each trial: its 2 ranks on 2 nodes
+    overlapping = [(a, b) for a in trials for b in trials if a.number < b.number
+                   and a.datetime_start < b.datetime_complete and b.datetime_start < a.datetime_complete]
+    assert overlapping, "no two trials ran at once"
+    assert all(not hosts[a.number] & hosts[b.number] for a, b in overlapping), (hosts, blocks)
+    assert {"node[1-2]", "node[3-4]"} <= set(blocks), blocks  # exclusive blocks of 2 nodes
+
+
 def test_up_is_idempotent_and_down_leaves_nothing():
     other = Cluster("iobod", 2)
     try:
