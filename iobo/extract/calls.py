@@ -2,7 +2,7 @@
 
 - :func:`kind`: ``"io"`` for HDF5 (``H5*``), MPI-IO (``MPI_File_*``), MPI
   set-up and synchronisation (init, finalize, abort, barrier, communicators,
-  topologies, info objects, datatypes) and POSIX/stdio file calls (open,
+  topologies, info objects, datatypes), ``exit``/``abort`` and POSIX/stdio file calls (open,
   write, fwrite, fprintf to a file, ...; reads too: the program's input files
   must keep working); ``"compute"`` for the other functions of the C library,
   MPI and HDF5 headers (memcpy, sqrt, MPI_Sendrecv, printf, fprintf to stdout
@@ -23,6 +23,8 @@ import os
 
 IO_PREFIXES = ("H5", "MPI_File_", "MPI_Info_", "MPI_Comm_", "MPI_Cart_", "MPI_Type_", "MPI_Init", "MPI_Group_")
 IO_MPI = {"MPI_Finalize", "MPI_Abort", "MPI_Barrier", "MPI_Dims_create"}
+EXITS = {"exit", "_exit", "_Exit", "abort", "quick_exit"}
+"""Calls that end the process: kept like I/O (a kernel stops where the program stops)."""
 IO_POSIX = {
     "open", "open64", "openat", "creat", "close", "read", "write", "pread", "pwrite", "pread64", "pwrite64",
     "readv", "writev", "lseek", "lseek64", "fsync", "fdatasync", "ftruncate", "truncate", "mkdir", "unlink",
@@ -75,7 +77,7 @@ def library_header(path: str | None) -> bool:
 def kind(name: str, header: str | None, stream: str | None = None, synthetic: frozenset[str] = frozenset()) -> str:
     """``"io"``, ``"compute"`` or ``"unknown"`` for an external function ``name`` declared in ``header``
     (``stream``: the spelling of a stdio call's stream argument; ``synthetic``: functions the user named, I/O)."""
-    if name.startswith(IO_PREFIXES) or name in IO_MPI or name in synthetic:
+    if name.startswith(IO_PREFIXES) or name in IO_MPI or name in EXITS or name in synthetic:
         return "io"
     if name in IO_POSIX:
         return "compute" if name in STREAM_FIRST and stream in CONSOLE else "io"
