@@ -22,10 +22,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from iobo import adapters
+from iobo import adapters, shim
 from iobo.cli import common
 from iobo.errors import ConfigError
 from iobo.measure import format_mb_per_s
+from iobo.stack import romio_only
 
 
 def add_parser(sub) -> None:
@@ -93,6 +94,10 @@ def run(args) -> int:
                 env.pop(variable, None)
             else:
                 env[variable] = value
+        mpi_io = shim.io_component(env["LD_PRELOAD"].split(":")[0], env)
+        for name, reason in romio_only(space, mpi_io, env.get(shim.OMPI_IO_VARIABLE, "")).items():
+            if name in changed:  # OMPIO echoes these hints: the shim's report would say "in effect"
+                print(f"iobo run: not applied: {name}={changed[name]} ({reason})", file=sys.stderr)
         if ranks is not None:
             launcher = common.launcher(args.mpiexec)
             launcher.check(ranks)

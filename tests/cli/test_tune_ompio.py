@@ -102,3 +102,32 @@ def test_a_romio_hint_requested_under_ompio_is_not_applied_with_the_reason(open_
     assert result["mpi_io"] == "ompio"
     assert result["not_applied"].keys() == {"romio_cb_write"}, result["not_applied"]
     assert "OMPIO component (OMPI_MCA_io=ompio)" in result["not_applied"]["romio_cb_write"]
+
+
+def test_iobo_run_says_which_romio_hints_ompio_will_not_apply(open_mpi, capfd, storage, scratch, monkeypatch):
+    """A study tuned under ROMIO (OMPI_MCA_io unset: iobo selects it) recommends romio_cb_write=enable; run in
+    production where the user chose OMPIO, iobo run says the hint is not applied and why, and applies the rest."""
+    from iobo.kernels.command import CommandSpec
+    from iobo.launch import MpiexecLauncher
+    from iobo.runners.local import LocalRunner
+    from iobo.tuner import Tuner
+
+    monkeypatch.delenv("OMPI_MCA_io")
+    spec = CommandSpec(f"{open_mpi} {{workdir}}/a.h5", params=("cb_buffer_size", "romio_cb_write"))
+    tuner = Tuner(kernel=spec, ranks=RANKS, storage=storage, study="app", workdir=str(scratch / "trials"),
+                  runner=LocalRunner(), warmup=False, echo=None, launcher=MpiexecLauncher("mpiexec.openmpi"))
+    asked = {"cb_buffer_size": 4 * 1024 * 1024, "romio_cb_write": "enable"}
+    [trial] = tuner.measure(tuner.open_study(), [({**spec.space().default(), **asked}, {"role": "search"})])
+    assert trial.state == TrialState.COMPLETE and trial.user_attrs["not_applied"] == {}
+    assert trial.user_attrs["mpi_io"] == "romio"
+
+    monkeypatch.setenv("OMPI_MCA_io", "ompio")
+    code = main(["run", "--storage", storage, "--study", "app", "--ranks", str(RANKS), "--mpiexec", "mpiexec.openmpi",
+                 "--", str(open_mpi), str(scratch / "b.h5")])
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    assert "iobo run: not applied: romio_cb_write=enable (Open MPI runs with its OMPIO component " \
+           "(OMPI_MCA_io=ompio)" in err, err
+    assert "iobo run: not applied: cb_buffer_size" not in err  # OMPIO honours it
+    seen = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    assert seen["hints"]["cb_buffer_size"] == str(4 * 1024 * 1024)
