@@ -106,9 +106,9 @@ def tune_across_nodes(cluster, tmp_path, trials, *program_args):
 @pytest.mark.usefixtures("no_leftover_processes")
 def test_trials_run_across_nodes_through_parsls_slurm_provider(cluster, tmp_path):
     storage = f"sqlite:///{tmp_path / 'iobo.db'}"
-    on_login(cluster, tune_across_nodes(cluster, tmp_path, 5), timeout_s=300, cwd=tmp_path)  # Parsl's runinfo there
+    on_login(cluster, tune_across_nodes(cluster, tmp_path, 4), timeout_s=300, cwd=tmp_path)  # Parsl's runinfo there
     study = optuna.load_study(study_name="cluster", storage=storage)
-    assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 5
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 4
     for trial in study.trials:
         report = json.loads(trial.user_attrs["stdout_tail"].strip().splitlines()[-1])
         assert sorted(report["hosts"]) == sorted(NODES), trial.number  # each trial: one rank per node
@@ -125,7 +125,7 @@ def test_trials_run_across_nodes_through_parsls_slurm_provider(cluster, tmp_path
 def test_a_node_that_crashes_during_a_trial_fails_it_and_the_study_goes_on(cluster, tmp_path):
     hang = cluster.base / "work" / f"{tmp_path.name}.hang"
     hang.touch()  # the first trial's ranks sleep until node3 crashes under them
-    proc = subprocess.Popen(cluster.command(tune_across_nodes(cluster, tmp_path, 5, str(hang))), cwd=tmp_path,
+    proc = subprocess.Popen(cluster.command(tune_across_nodes(cluster, tmp_path, 4, str(hang))), cwd=tmp_path,
                             env=cluster.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -144,10 +144,40 @@ def test_a_node_that_crashes_during_a_trial_fails_it_and_the_study_goes_on(clust
     assert trials[0].state == TrialState.FAIL
     reason = trials[0].user_attrs["fail_reason"]
     assert "exited with code" in reason and "[mpiexec@node1]" in reason, reason  # hydra lost node3's proxy
-    assert [t.state for t in trials[1:]] == [TrialState.COMPLETE] * 4
+    assert [t.state for t in trials[1:]] == [TrialState.COMPLETE] * 3
     for trial in trials[1:]:
         assert sorted(json.loads(trial.user_attrs["stdout_tail"].strip().splitlines()[-1])["hosts"]) == sorted(NODES)
     cluster.wait_idle()
+
+
+@pytest.mark.usefixtures("no_leftover_processes")
+def test_a_tuner_killed_during_a_multi_node_trial_leaves_no_process_on_any_node(cluster, tmp_path):
+    hang = cluster.base / "work" / f"{tmp_path.name}.hang"
+    hang.touch()  # the first trial's ranks sleep on node1..3 when the tuner is killed
+    argv = tune_across_nodes(cluster, tmp_path, 4, str(hang))
+    tuner = subprocess.Popen(cluster.command(argv), cwd=tmp_path, env=cluster.env(), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while hang.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not hang.exists(), "the first trial did not start within 120 s"
+        time.sleep(1)
+        ranks = {h: [c for _, c in found if "where.py" in c] for h, found in cluster.job_processes().items()}
+        assert all(ranks.values()), ranks  # a rank on every node
+    finally:
+        tuner.kill()  # kill -9: nothing of the tuner's runs its clean-up
+        tuner.wait()
+    deadline = time.monotonic() + 60  # Parsl's worker pool notices the lost interchange (heartbeats of 2 s x 8)
+    while any(cluster.job_processes().values()) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not any(cluster.job_processes().values()), cluster.job_processes()
+    on_login(cluster, argv, timeout_s=300, cwd=tmp_path)  # resumed
+    trials = optuna.load_study(study_name="cluster", storage=f"sqlite:///{tmp_path / 'iobo.db'}").trials
+    assert trials[0].state == TrialState.FAIL and "died while it ran" in trials[0].user_attrs["fail_reason"]
+    assert [t.state for t in trials[1:]] == [TrialState.COMPLETE] * 3
+    assert not list((cluster.base / "work" / tmp_path.name).glob("trial-*"))  # the killed trial's files too
+    assert not any(cluster.job_processes().values()), cluster.job_processes()
 
 
 @pytest.mark.usefixtures("no_leftover_processes")
@@ -159,7 +189,7 @@ def test_trials_in_flight_run_on_disjoint_nodes(tmp_path):
     except ClusterUnavailable as exc:
         pytest.skip(f"the multi-node test cluster cannot start here: {exc}")
     try:
-        argv = tune_across_nodes(four, tmp_path, 6)
+        argv = tune_across_nodes(four, tmp_path, 5)
         argv[argv.index("--ranks") + 1] = "2"
         done = subprocess.run(four.command([*argv, "--in-flight", "2"]), capture_output=True, text=True,
                               timeout=300, cwd=tmp_path, env={**four.env(), "IOBO_CLUSTER_NODES_PER_TRIAL": "2",
@@ -169,7 +199,7 @@ def test_trials_in_flight_run_on_disjoint_nodes(tmp_path):
     finally:
         four.down()
     trials = optuna.load_study(study_name="cluster", storage=f"sqlite:///{tmp_path / 'iobo.db'}").trials
-    assert [t.state for t in trials] == [TrialState.COMPLETE] * 6
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 5
     hosts = {t.number: set(json.loads(t.user_attrs["stdout_tail"].strip().splitlines()[-1])["hosts"]) for t in trials}
     assert all(len(h) == 2 for h in hosts.values()), hosts  # each trial: its 2 ranks on 2 nodes
     overlapping = [(a, b) for a in trials for b in trials if a.number < b.number

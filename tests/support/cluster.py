@@ -290,6 +290,22 @@ MinJobAge=600
                 pass
         return pids
 
+    def job_processes(self) -> dict[str, list[tuple[int, str]]]:
+        """host -> (pid, command line) of the processes in each compute node's namespace other than its slurmd:
+        the jobs' (slurmstepd, batch scripts, Parsl's workers, hydra's proxies, ranks); empty lists when idle."""
+        found: dict[str, list[tuple[int, str]]] = {}
+        for host, _ in self.hosts:
+            done = subprocess.run(["ip", "netns", "pids", self.netns(host)], capture_output=True, text=True)
+            found[host] = []
+            for pid in map(int, done.stdout.split()):
+                try:
+                    words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if words[0] and Path(words[0].decode(errors="replace")).name != "slurmd":
+                    found[host].append((pid, b" ".join(words).decode(errors="replace")[:200]))
+        return found
+
     def start_node(self, host: str) -> None:
         """Start ``host``'s slurmd again (after :meth:`crash_node`): the node registers and returns to service."""
         self._daemon(host, ["slurmd", "-N", host, "-f", str(self.conf)], f"slurmd on {host}")
