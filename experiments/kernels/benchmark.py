@@ -7,9 +7,11 @@ For one program (``--command``, with ``{workdir}``), run as a user would:
 2. **directly**: ``iobo tune --command ...`` (``--trials`` trials of the program, the same search arguments, its
    minimal configuration confirmed the same way), timed end to end;
 3. **re-measured on one footing**, interleaved round by round in a shuffled (seeded) order, ``--rounds`` rounds:
-   the system default, the kernel study's recommendation (K), the program study's (P) and ``--spread`` seeded
-   random configurations of the program study's space, each run on the program, on the kernel and (its trial
-   time only) on the kernel replaying ``--steps`` of each repeated block. From these runs:
+   the system default, the kernel study's recommendation (K), the program study's (P), ``iobo check``'s spread
+   configurations (:data:`iobo.replay.check.SPREAD`: chunking, collective buffering, alignment, ...; those that
+   change only knobs frozen here are left out) and ``--spread`` seeded random configurations of the program
+   study's space, each run on the program, on the kernel and (its trial time only) on the kernel replaying
+   ``--steps`` of each repeated block. From these runs:
 
    - each configuration's speedup over the default (medians) on program and kernel, and their Spearman rank
      correlation (default excluded: >= 8 configurations; target >= 0.8);
@@ -63,6 +65,11 @@ def tune(args, study: str, workdir: Path, log: Path, via_kernel: bool) -> float:
     if done.returncode != 0:
         raise SystemExit(f"{shlex.join(argv)} failed ({done.returncode}); see {log}:\n{done.stderr[-2000:]}")
     return seconds
+
+
+def logged_seconds(log: Path) -> float:
+    """The wall seconds :func:`tune` wrote in its log's second line (``# exit 0, 113.1 s``)."""
+    return float(log.read_text().splitlines()[1].split(", ")[1].split()[0])
 
 
 def recommendation(storage: str, study_name: str) -> tuple[dict, str]:
@@ -126,16 +133,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--confirm", type=int, default=5, help="--confirm of both iobo tune commands")
     parser.add_argument("--sampler", default="gp")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--spread", type=int, default=6, help="random configurations besides K and P")
+    parser.add_argument("--spread", type=int, default=3, help="random configurations besides K, P and the check's")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the re-measurement")
     parser.add_argument("--steps", type=int, default=1, help="repetitions the reduced kernel replays")
     parser.add_argument("--workdir", default="/dev/shm/iobo-kernels-bench")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--reuse-tuning", action="store_true",
+                        help="keep the two tuning runs of an earlier run with the same --out and --workdir; re-measure")
     args = parser.parse_args(argv)
 
     from iobo.errors import IoboError
     from iobo.kernels.command import CommandSpec
     from iobo.launch import KernelJob, run_kernel
+    from iobo.replay.check import SPREAD, configurations
     from iobo.replay.record import kernel_spec
     from iobo.replay.signature import render
     from iobo.trials import FROZEN_ATTR, stored_space
@@ -145,14 +155,17 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(args.workdir) / args.name
-    if work.exists():
-        subprocess.run(["rm", "-rf", str(work)], check=True)
-    work.mkdir(parents=True)
     args.storage = f"sqlite:///{work / 'iobo.db'}"
     via_study, direct_study = f"{args.name}-via", f"{args.name}-direct"
-
-    seconds_via = tune(args, via_study, work / "via", out.with_suffix(".via.log"), via_kernel=True)
-    seconds_direct = tune(args, direct_study, work / "direct", out.with_suffix(".direct.log"), via_kernel=False)
+    if args.reuse_tuning:  # steps 1 and 2 done by an earlier run: their studies, logs and times
+        seconds_via, seconds_direct = (logged_seconds(out.with_suffix(suffix)) for suffix in (".via.log", ".direct.log"))
+        subprocess.run(["rm", "-rf", str(work / "remeasure")], check=True)
+    else:
+        if work.exists():
+            subprocess.run(["rm", "-rf", str(work)], check=True)
+        work.mkdir(parents=True)
+        seconds_via = tune(args, via_study, work / "via", out.with_suffix(".via.log"), via_kernel=True)
+        seconds_direct = tune(args, direct_study, work / "direct", out.with_suffix(".direct.log"), via_kernel=False)
     program = CommandSpec(args.command)
     trace_path = work / "via" / f"{program.name}.trace.json"
     check = json.loads(Path(f"{trace_path}.check.json").read_text())
@@ -170,8 +183,12 @@ def main(argv: list[str] | None = None) -> int:
     default = space.default()
     configs = {"default": default, "K (kernel's)": space.complete({**default, **kernel_values}),
                "P (program's)": space.complete({**default, **program_values})}
-    for i, values in enumerate(spread_configs(space, program.workload(args.ranks, {}),
-                                                study.user_attrs.get(FROZEN_ATTR, {}), args.spread, args.seed)):
+    frozen = study.user_attrs.get(FROZEN_ATTR, {})
+    for name, values in configurations(space, len(SPREAD))[1:]:  # iobo check's spread, on knobs that act here
+        if any(values[k] != default[k] for k in values if k not in frozen):
+            configs[name] = {k: default[k] if k in frozen else v for k, v in values.items()}
+    randoms = spread_configs(space, program.workload(args.ranks, {}), frozen, args.spread, args.seed)
+    for i, values in enumerate(v for v in randoms if v not in configs.values()):
         configs[f"random {i + 1}"] = values
 
     sides = {"program": program, "kernel": kernel_spec(trace_path, ranks=args.ranks),
@@ -181,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     measure_dir.mkdir()
     rng = random.Random(args.seed)
     order = [(name, side) for name in configs for side in sides]
+    print(f"{len(configs)} configurations x {len(sides)} sides x {args.rounds} rounds", file=sys.stderr, flush=True)
     for spec in sides.values():  # warm-up, unrecorded
         run_kernel(KernelJob(kernel=spec, values=spec.space().complete(default), ranks=args.ranks,
                              workdir=str(measure_dir), timeout_s=600))
@@ -232,10 +250,10 @@ def main(argv: list[str] | None = None) -> int:
         f"check: {'passed' if check['passed'] else 'FAILED: ' + '; '.join(check['failures'])}",
         "",
         f"## re-measured, {args.rounds} interleaved rounds (speedup over the default: median [95% bootstrap])",
-        f"{'configuration':<14} {'program':>22} {'kernel':>22}  changes",
+        f"{'configuration':<28} {'program':>22} {'kernel':>22}  changes",
     ]
     for name, text, p, k in rows:
-        lines.append(f"{name:<14} {p[0]:>7.3f} [{p[1]:.3f}-{p[2]:.3f}] {k[0]:>7.3f} [{k[1]:.3f}-{k[2]:.3f}]  {text}")
+        lines.append(f"{name:<28} {p[0]:>7.3f} [{p[1]:.3f}-{p[2]:.3f}] {k[0]:>7.3f} [{k[1]:.3f}-{k[2]:.3f}]  {text}")
     lines += [
         f"rank correlation (Spearman, {len(program_speedups)} configurations, default excluded): {rho:.3f} "
         f"(target >= 0.8: {'met' if rho >= 0.8 else 'NOT met'})",
