@@ -23,6 +23,11 @@ import os
 
 IO_PREFIXES = ("H5", "MPI_File_", "MPI_Info_", "MPI_Comm_", "MPI_Cart_", "MPI_Type_", "MPI_Init", "MPI_Group_")
 IO_MPI = {"MPI_Finalize", "MPI_Abort", "MPI_Barrier", "MPI_Dims_create"}
+POINT_TO_POINT = ("MPI_Send", "MPI_Isend", "MPI_Ssend", "MPI_Issend", "MPI_Bsend", "MPI_Ibsend", "MPI_Rsend",
+                  "MPI_Irsend", "MPI_Recv", "MPI_Irecv", "MPI_Mrecv", "MPI_Imrecv", "MPI_Sendrecv", "MPI_Probe",
+                  "MPI_Iprobe", "MPI_Mprobe", "MPI_Improbe", "MPI_Wait", "MPI_Test", "MPI_Start")
+"""Prefixes of MPI's point-to-point calls (and the completions of their requests): a receive's data come from
+another rank's send, which no data flow of this rank shows, so when one is kept all are."""
 EXITS = {"exit", "_exit", "_Exit", "abort", "quick_exit"}
 """Calls that end the process: kept like I/O (a kernel stops where the program stops)."""
 IO_POSIX = {

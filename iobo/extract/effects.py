@@ -43,7 +43,8 @@ ANY_MEMORY = ("mem",)
 @dataclass
 class Effects:
     """The locations an expression or statement reads and writes, the functions of the sources it calls, its
-    I/O calls (name, line), the external functions of unknown kind it calls, and the local variables it names."""
+    I/O calls (name, line), the external functions of unknown kind it calls, the local variables it names, and
+    whether it compresses or sends or receives MPI messages."""
 
     reads: set = field(default_factory=set)
     writes: set = field(default_factory=set)
@@ -52,6 +53,7 @@ class Effects:
     unknown: list = field(default_factory=list)
     names: set = field(default_factory=set)
     compression: bool = False
+    messages: bool = False
 
     def add(self, other: "Effects") -> "Effects":
         self.reads |= other.reads
@@ -61,6 +63,7 @@ class Effects:
         self.unknown += other.unknown
         self.names |= other.names
         self.compression |= other.compression
+        self.messages |= other.messages
         return self
 
 
@@ -273,6 +276,8 @@ class Analyzer:
             effects.unknown.append((name, line))
         if name in call_kinds.COMPRESSION:
             effects.compression = True
+        if name.startswith(call_kinds.POINT_TO_POINT):
+            effects.messages = True
         bulk = call_kinds.bulk_argument(name, self.synthetic) if self.bulk else None
         parameters = list(callee.type.argument_types()) if callee.type.kind == self.ci.TypeKind.FUNCTIONPROTO else []
         for i, argument in enumerate(arguments):

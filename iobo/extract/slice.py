@@ -11,6 +11,8 @@ when
 - it writes a location a kept unit reads (:mod:`iobo.extract.effects`);
 - it calls a function of the sources that has a kept unit (its effects
   reach the caller only through the call);
+- it sends or receives an MPI point-to-point message and a kept unit does
+  (which send feeds which receive is not traced: all are kept);
 - it declares a variable a kept unit names (the kernel must compile);
 - it is a ``break``/``continue`` of a kept loop or switch, a ``case`` of a
   kept switch, a ``goto``/label or an early ``return`` of a function with
@@ -131,6 +133,7 @@ class Slice:
         self.main = next((usr for usr, f in self.functions.items() if f.name == "main"), None)
         self.kept: set[int] = set()
         self.why: dict[int, str] = {}
+        self.messaging = False
         self.needed: set = set()
         self.prefixes: set = set()
         self.live: set[str] = set()
@@ -229,6 +232,7 @@ class Slice:
                 continue
             self.kept.add(unit.id)
             self.why[unit.id] = reason
+            self.messaging |= unit.effects.messages
             self.live.add(unit.function)
             self._need(unit.effects.reads)
             if unit.parent is not None:
@@ -247,6 +251,8 @@ class Slice:
             return "inline assembly"
         if unit.function in self.forced:
             return "in a function an opaque one calls"
+        if effects.messages and self.messaging:
+            return "sends or receives MPI messages, as a kept statement does (their pairs are not traced)"
         live = effects.calls & self.live
         if live:
             return f"calls {self.functions[min(live)].name}, which has kept statements"

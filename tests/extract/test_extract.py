@@ -173,3 +173,49 @@ def test_the_flags_come_from_a_compilation_database(scratch, capsys):
     out = capsys.readouterr().out
     assert "statements: 5 kept, 0 dropped" in out, out
     assert (scratch / "k2" / "kernel").is_file()
+
+
+SUMS = r"""
+#include <fcntl.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, ranks;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    long mine = atol(argv[2]) * (rank + 1);
+    if (rank == 0) {
+        long total = mine;
+        for (int p = 1; p < ranks; p++) {
+            long theirs;
+            MPI_Recv(&theirs, 1, MPI_LONG, p, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            total += theirs;
+        }
+        char *bytes = calloc((size_t)total, 1);
+        int fd = open(argv[1], O_CREAT | O_WRONLY | O_TRUNC, 0644);
+        if (fd < 0 || write(fd, bytes, (size_t)total) != total || close(fd) != 0)
+            MPI_Abort(MPI_COMM_WORLD, 2);
+    } else {
+        MPI_Send(&mine, 1, MPI_LONG, 0, 7, MPI_COMM_WORLD);
+    }
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_a_kept_receive_keeps_the_other_ranks_send(library, scratch, capsys):
+    """Rank 0 writes as many bytes as the ranks tell it in messages: its receive is kept (the write's size needs
+    it), so the send on the other ranks must be too, though nothing on their side reads what it sends."""
+    source = scratch / "sums.c"
+    source.write_text(SUMS)
+    code = main(["extract", str(source), "-o", str(scratch / "sums-kernel"), "--run", "{workdir}/out 1000",
+                 "--timeout", "60"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "posix: 3,000 B in 1 writes" in out.out, out.out  # 1000 x 1 + 1000 x 2
+    assert "MPI_Send(&mine, 1, MPI_LONG, 0, 7, MPI_COMM_WORLD);" in (scratch / "sums-kernel" / "sums.c").read_text()
