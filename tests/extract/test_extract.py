@@ -4,7 +4,7 @@ On the test programs checkpoint.c (Jacobi sweeps between HDF5 checkpoints)
 and halo.c (a collective write from a buffer with ghost cells): the kernel
 builds and runs through the command line, its I/O signature (the shim's
 report of one run) equals the program's within iobo check's thresholds at the
-extraction's input and at other sizes and counts, the sweeps are dropped (the
+extraction's input and at other sizes, counts and rank counts, the sweeps are dropped (the
 view marks them, the kernel is much faster where the program computes), and a
 source that does not parse is refused with its file and line.
 """
@@ -37,11 +37,12 @@ def extracted(name, scratch, capsys, run_args):
     return kernel_dir, out.out
 
 
-def assert_same_io(program, kernel, args, level="hdf5"):
-    """The program and the kernel, each run once under the shim with ``args``: no signature row beyond the
-    thresholds (bytes 0.1%, calls 2% per level; the same datasets and layouts), and bytes written at ``level``."""
-    rows = compare(signature(run_once(f"{program} {args}", RANKS)["report"]),
-                   signature(run_once(f"{kernel} {args}", RANKS)["report"]))
+def assert_same_io(program, kernel, args, level="hdf5", ranks=RANKS):
+    """The program and the kernel, each run once under the shim with ``args`` on ``ranks``: no signature row
+    beyond the thresholds (bytes 0.1%, calls 2% per level; the same datasets and layouts), and bytes written at
+    ``level``."""
+    rows = compare(signature(run_once(f"{program} {args}", ranks)["report"]),
+                   signature(run_once(f"{kernel} {args}", ranks)["report"]))
     assert failures(rows) == [], f"{args}\n{render(rows)}"
     written = {row["what"]: row["kernel"] for row in rows}
     assert written[f"{level} write bytes"] > 0, render(rows)
@@ -65,6 +66,7 @@ def test_the_checkpoint_kernel_does_the_programs_io_at_two_inputs(library, progr
     kernel = kernel_dir / "kernel"
     assert_same_io(programs["checkpoint"], kernel, "{workdir}/ck 2 4 4 5")
     assert_same_io(programs["checkpoint"], kernel, "{workdir}/ck 4 2 8 3 collective")  # unseen: sizes, count, mode
+    assert_same_io(programs["checkpoint"], kernel, "{workdir}/ck 3 1 2 3", ranks=3)  # and ranks
 
 
 def test_the_halo_kernel_does_the_programs_io_at_two_inputs(library, programs, scratch, capsys):
@@ -73,7 +75,7 @@ def test_the_halo_kernel_does_the_programs_io_at_two_inputs(library, programs, s
     assert marks["field[i] = (float)(rank + i % 97);"] == "-", marks
     assert marks["herr_t status = H5Dwrite(dset, H5T_NATIVE_FLOAT, mem_space, file_space, dxpl, field);"] == "+"
     assert_same_io(programs["halo"], kernel_dir / "kernel", "{workdir}/halo.h5 500 1000")
-    assert_same_io(programs["halo"], kernel_dir / "kernel", "{workdir}/halo.h5 300 700")
+    assert_same_io(programs["halo"], kernel_dir / "kernel", "{workdir}/halo.h5 300 700", ranks=3)
 
 
 def test_the_view_marks_the_sweeps_dropped_and_the_io_kept(scratch, capsys):
