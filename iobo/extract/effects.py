@@ -253,6 +253,9 @@ class Analyzer:
         line = cursor.location.line
         if callee is None or callee.kind != K.FUNCTION_DECL:
             effects.unknown.append(("a call through a function pointer", line))
+            target = next(cursor.get_children(), None)
+            if target is not None:  # the pointer's value
+                effects.add(self.rvalue(target))
             for argument in arguments:
                 effects.reads |= self.pointee(argument)
                 effects.writes |= self.pointee(argument)
