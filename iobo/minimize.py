@@ -8,9 +8,18 @@ without those changes in interleaved pairs (alternating which runs first),
 and keeps the changes only when reverting them costs more than the noise:
 when the 95% interval of the geometric mean of the pairwise ratios
 with / without lies above 1 (a t interval on log ratios: a drift of the
-machine cancels within each pair). A test that is undecided (its
-interval ends within 10% of 1, or holds 1 around an estimated gain above
-5%) gets as many pairs again, up to ``MAX_ROUNDS`` rounds. Each change
+machine cancels within each pair). Each test ends with one of four
+verdicts (:attr:`Step.verdict`): **matters** (the interval lies above 1:
+kept), **slower** (it lies below 1: reverted), **no effect** (it lies
+inside ``NO_EFFECT_BAND``, 0.95x-1.05x: reverted) and **undecided** (it
+holds 1 and reaches outside the band: the test cannot tell a gain from no
+effect). An undecided test gets ``pairs`` more pairs at a time, up to
+``MAX_TEST_PAIRS`` pairs in all and ``MAX_TEST_SECONDS`` of extra
+measuring. Still undecided, the
+change is reverted (the walk errs towards the default: it was not *shown* to
+help), and the minimal configuration lists it with the pairs that would
+settle it (:meth:`Minimal.undecided`), so that a report does not present
+"keep the system default" as "nothing can help". Each change
 kept is then tested once more, with new pairs, on the minimal
 configuration itself, and stays only if that test keeps it too: one test
 at 95% keeps an inert knob once in twenty (more often on a loaded machine,
@@ -40,14 +49,31 @@ from iobo.space import format_value
 
 MINIMAL_ATTR = "minimal"
 """Study attr holding :meth:`Minimal.to_attr` of the latest walk."""
-MAX_ROUNDS = 3
-"""A test measures ``pairs`` pairs, then as many again while it is undecided, up to this many rounds."""
+NO_EFFECT_BAND = (0.95, 1.05)
+"""With/without ratios a change may have and still count as no effect: a test whose interval lies inside this band
+shows that the change moves the bandwidth by less than 5% either way. Below 5% a gain is not worth a changed
+setting: on the quietest target here (tmpfs, 6% run-to-run CV, /work/shared/MEASURED.md) a confirmation would need
+``planned_pairs(0.06, 1.05, ...)`` = 38 interleaved pairs to show it, beyond what ``iobo confirm`` runs."""
+MAX_TEST_PAIRS = 20
+"""An undecided test measures more pairs, ``pairs`` at a time, up to this many in all (40 runs: about 80 s at the
+2 s a run of the demo's kernel). At 20 pairs a test settles a 1.59x gain with the noise of the loaded demo of
+issue 31 (0.63 in log ratio: 15 pairs planned), and an inert knob on a quiet tmpfs (6% CV a run, 0.085 in log ratio)
+fits inside ``NO_EFFECT_BAND`` about half the time."""
+MAX_TEST_SECONDS = 300.0
+"""Wall-clock seconds a test may spend on extra pairs (beyond its first ``pairs``): no new round starts after them,
+so a slow program (a minute a run) is not measured for 40 minutes per knob; the verdict says which limit stopped it."""
+SETTLE_AT_MOST = 10_000
+"""Upper clamp of :meth:`Step.pairs_to_settle` (a ratio of exactly 1 with noise never settles as a gain)."""
 TEST_LEVEL = 0.95
 """Confidence level of a test's t interval on the log ratios."""
 RETEST_LEVEL = 0.80
 """Confidence level of the re-test of a kept change (a one-sided 90% bound above 1: a replication)."""
 NEGLIGIBLE_SHARE = 0.05
 """Knobs with less than this share of the GP ablation's importance are first tested (reverted) as one group."""
+
+
+MATTERS, NO_EFFECT, SLOWER, UNDECIDED = "matters", "no effect", "slower", "undecided"
+"""The verdicts of a test (:attr:`Step.verdict`)."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +85,8 @@ class Step:
     when the interval lies above 1 (the changes stay in the minimal
     configuration); with_mb_per_s / without_mb_per_s: the runs, pair by pair;
     retest: the second, independent test of a kept change, on the minimal
-    configuration (the change stays only if both keep it).
+    configuration (the change stays only if both keep it); stopped: why an
+    undecided test measured no more pairs ("" when it was decided).
     """
 
     knobs: tuple[str, ...]
@@ -70,13 +97,61 @@ class Step:
     without_mb_per_s: tuple[float, ...]
     retest: bool = False
     level: float = TEST_LEVEL
+    stopped: str = ""
+
+    @property
+    def verdict(self) -> str:
+        """``MATTERS`` (kept: the interval lies above 1), ``SLOWER`` (it lies below 1), ``NO_EFFECT`` (it lies
+        inside ``NO_EFFECT_BAND``) or ``UNDECIDED`` (it holds 1 and reaches outside the band)."""
+        low, high = self.interval
+        if self.kept:
+            return MATTERS
+        if high < 1.0:
+            return SLOWER
+        if NO_EFFECT_BAND[0] <= low and high <= NO_EFFECT_BAND[1]:
+            return NO_EFFECT
+        return UNDECIDED
+
+    def pairs_to_settle(self) -> int | None:
+        """Interleaved pairs in all that would likely settle this test, from its measured ratio and noise: the
+        fewer of those whose interval would exclude 1 (a gain, or a loss) and those whose interval would fit
+        inside ``NO_EFFECT_BAND``, each with 80% power (:func:`iobo.measure.planned_pairs`), at most
+        ``SETTLE_AT_MOST``; None without 2 complete pairs. ``planned_pairs`` plans a ratio of two medians of n
+        runs, whose log varies as ``pi s^2 / n``; the mean log ratio of n pairs varies as ``sd^2 / n``: the same
+        plan with ``s = sd / sqrt(pi)``, sd the standard deviation of the pairs' log ratios."""
+        import math
+        import statistics
+
+        from iobo.measure import planned_pairs
+
+        logs = [math.log(w / wo) for w, wo in zip(self.with_mb_per_s, self.without_mb_per_s)]
+        if len(logs) < 2:
+            return None
+        mean, noise = statistics.fmean(logs), statistics.stdev(logs) / math.sqrt(math.pi)
+        plans = []
+        if mean != 0.0:  # an interval that excludes 1 on the side the ratio lies
+            plans.append(planned_pairs(noise, math.exp(abs(mean)), 2, SETTLE_AT_MOST, self.level))
+        inside = min(math.log(NO_EFFECT_BAND[1]) - mean, mean - math.log(NO_EFFECT_BAND[0]))
+        if inside > 0.0:  # an interval that fits inside the band around the ratio measured
+            plans.append(planned_pairs(noise, math.exp(inside), 2, SETTLE_AT_MOST, self.level))
+        return min(plans, default=SETTLE_AT_MOST)
+
+    def settle_text(self) -> str:
+        """``about 6 more pairs would settle it`` (from :meth:`pairs_to_settle`)."""
+        needed, done = self.pairs_to_settle(), len(self.with_mb_per_s)
+        if needed is None or needed >= SETTLE_AT_MOST:
+            return f"more than {SETTLE_AT_MOST - done} more pairs would be needed to settle it"
+        return f"about {max(needed - done, 1)} more pairs would settle it"
 
     def describe(self) -> str:
-        verdict = "kept" if self.kept else ("dropped: slower with them" if self.interval[1] < 1.0
-                                            else "dropped: within noise")
+        verdict = {MATTERS: "kept: it matters", SLOWER: "dropped: slower with them",
+                   NO_EFFECT: f"dropped: no effect (interval inside {NO_EFFECT_BAND[0]:.2f}x-{NO_EFFECT_BAND[1]:.2f}x)",
+                   UNDECIDED: "undecided: reverted, not shown to help"}[self.verdict]
         if not self.without_mb_per_s:
             return f"{', '.join(self.knobs)}: every run without them failed ({verdict})"
         low, high = self.interval
+        if self.verdict == UNDECIDED:
+            verdict += (f"; {self.stopped}" if self.stopped else "") + f"; {self.settle_text()}"
         verdict = f"re-test on the minimal configuration: {verdict}" if self.retest else verdict
         return (f"{', '.join(self.knobs)}: {self.ratio:.2f}x with vs without, {self.level:.0%} CI {low:.2f}x - {high:.2f}x "
                 f"({len(self.with_mb_per_s)} interleaved pairs; {verdict})")
@@ -109,10 +184,47 @@ class Minimal:
         last = {id(step): step for step in map(self.contribution, self.changes) if step is not None and step.kept}
         return math.prod(step.ratio for step in last.values())
 
+    def undecided(self) -> list[Step]:
+        """The tests that left changes reverted undecided: each reverted knob's last test (:meth:`contribution`)
+        when its verdict is ``UNDECIDED``, in walk order, once each."""
+        tested = {k for step in self.steps for k in step.knobs if k not in self.changes}
+        last = {id(step): step for step in map(self.contribution, tested) if step.verdict == UNDECIDED}
+        return [step for step in self.steps if id(step) in last]
+
+    def undecided_text(self, values: Mapping[str, Any] | None = None) -> str:
+        """The undecided changes, each with its test and the pairs that would settle it, ``; ``-separated:
+        ``files=per_process: 1.59x, 95% CI 0.98x-2.59x after 9 pairs; about 6 more pairs would settle it``.
+        values: the configuration walked back from (knob -> value), to name the values; "" when none."""
+        def knobs(step: Step) -> str:
+            return ", ".join(f"{k}={values[k]}" if values and k in values else k for k in step.knobs)
+
+        return "; ".join(f"{knobs(s)}: {s.ratio:.2f}x, {s.level:.0%} CI {s.interval[0]:.2f}x-{s.interval[1]:.2f}x "
+                         f"after {len(s.with_mb_per_s)} pairs, {s.settle_text()}" for s in self.undecided())
+
+    def undecided_knobs(self) -> str:
+        """The undecided tests' knobs, ``a+b`` for knobs tested as one group, ``, ``-separated ("" when none)."""
+        return ", ".join("+".join(s.knobs) for s in self.undecided())
+
+    def conclusion(self) -> str:
+        """What the walk-back shows in one line: the changes that matter, or when none does, that the system
+        default is kept because no change was *shown* to help, naming the undecided ones."""
+        undecided = self.undecided_knobs()
+        if self.changes:
+            kept = f"{len(self.changes)} change(s) shown to matter: {', '.join(self.changes)}"
+            return kept + (f"; undecided, reverted: {undecided}" if undecided else "")
+        if undecided:
+            return (f"the system default is kept because no change was shown to help; undecided (more pairs could "
+                    f"show a gain): {undecided}")
+        if not self.steps:
+            return "no change to test: the configuration walked back from is the system default"
+        return "no change matters: each was shown to have no effect or to slow the run"
+
     def describe(self) -> str:
         lines = [f"minimal configuration (from trial {self.from_trial}): "
                  + (", ".join(f"{k}={v}" for k, v in self.changes.items()) or "the system default")]
         lines += [f"  {step.describe()}" for step in self.steps]
+        if self.undecided():
+            lines.append(f"  undecided: {self.undecided_text()}")
         lines += [f"  {k}: not applied here ({reason}); not exported" for k, reason in self.not_applied.items()]
         return "\n".join(lines)
 
@@ -123,7 +235,8 @@ class Minimal:
     @classmethod
     def from_attr(cls, attr: Mapping[str, Any]) -> "Minimal":
         steps = [Step(tuple(s["knobs"]), s["ratio"], tuple(s["interval"]), s["kept"], tuple(s["with_mb_per_s"]),
-                      tuple(s["without_mb_per_s"]), s.get("retest", False), s.get("level", TEST_LEVEL))
+                      tuple(s["without_mb_per_s"]), s.get("retest", False), s.get("level", TEST_LEVEL),
+                      s.get("stopped", ""))
                  for s in attr["steps"]]
         return cls(attr["from_trial"], dict(attr["changes"]), steps, dict(attr["not_applied"]))
 
@@ -136,12 +249,6 @@ def _paired(pairs_done, level: float = TEST_LEVEL) -> tuple[float, tuple[float, 
     """:func:`iobo.measure.paired_ratio` over the pairs where both runs completed (no interval with fewer than 2)."""
     complete = [(w, wo) for w, wo in pairs_done if w is not None and wo is not None]
     return paired_ratio(*zip(*complete), level=level) if len(complete) >= 2 else (1.0, (0.0, float("inf")))
-
-
-def _undecided(ratio: float, interval: tuple[float, float]) -> bool:
-    """More pairs could change the decision: the interval ends near 1, or holds 1 around a material gain (> 5%)."""
-    low, high = interval
-    return 0.9 < low < 1.1 or 0.9 < high < 1.1 or (low <= 1.0 and ratio > 1.05)
 
 
 def _measure_pairs(measure: Measure, current, candidate, attrs, pairs: int, first: int = 0):
@@ -174,7 +281,7 @@ def changed_knobs(space, values: Mapping[str, Any]) -> list[str]:
 
 def walk_back(space, workload, incumbent: Mapping[str, Any], from_trial: int, measure: Measure,
               importance: Mapping[str, float] | None = None, not_applied: Mapping[str, str] | None = None,
-              pairs: int = 3) -> Minimal:
+              pairs: int = 3, extra_seconds: float = MAX_TEST_SECONDS) -> Minimal:
     """Test the incumbent's changes from the default and keep those that matter (see the module docstring).
 
     importance: parameter -> share (the GP ablation view); knobs under
@@ -182,7 +289,9 @@ def walk_back(space, workload, incumbent: Mapping[str, Any], from_trial: int, me
     time, least important first; without it, all changes are tested as one
     group. A group whose reversal costs more than the noise is split in
     halves, tested in turn. not_applied: knobs reverted untested.
-    pairs: interleaved (with, without) runs per test (>= 2).
+    pairs: interleaved (with, without) runs per test (>= 2), and per extra
+    round of an undecided test; extra_seconds: the wall-clock seconds each
+    test may spend on such extra rounds (``MAX_TEST_SECONDS``).
     """
     if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 2:
         raise ConfigError(f"minimizing needs at least 2 interleaved pairs per test; got pairs={pairs!r}")
@@ -202,7 +311,7 @@ def walk_back(space, workload, incumbent: Mapping[str, Any], from_trial: int, me
         knobs = [k for k in tests.pop(0) if k in changed_knobs(space, current)]
         if not knobs:
             continue
-        step, candidate = _test(space, workload, measure, current, knobs, len(steps), pairs)
+        step, candidate = _test(space, workload, measure, current, knobs, len(steps), pairs, extra_seconds)
         if step.kept and len(knobs) > 1 and step.without_mb_per_s:
             half = len(knobs) // 2  # the group matters as a whole: test each half (least important first)
             tests = [knobs[:half], knobs[half:]] + tests
@@ -218,7 +327,8 @@ def walk_back(space, workload, incumbent: Mapping[str, Any], from_trial: int, me
         knobs = [k for k in earlier.knobs if k in changed_knobs(space, current)]
         if not knobs:
             continue
-        step, candidate = _test(space, workload, measure, current, knobs, len(steps), pairs, retest=True)
+        step, candidate = _test(space, workload, measure, current, knobs, len(steps), pairs, extra_seconds,
+                                retest=True)
         if not step.kept:
             current = candidate
         steps.append(step)
@@ -226,10 +336,12 @@ def walk_back(space, workload, incumbent: Mapping[str, Any], from_trial: int, me
     return Minimal(from_trial, changes, steps, not_applied)
 
 
-def _test(space, workload, measure: Measure, current, knobs, number: int, pairs: int,
+def _test(space, workload, measure: Measure, current, knobs, number: int, pairs: int, extra_seconds: float,
           retest: bool = False) -> tuple[Step, dict[str, Any]]:
-    """Measure ``current`` with and without ``knobs`` (interleaved pairs, more while undecided); the step and
-    the configuration without them."""
+    """Measure ``current`` with and without ``knobs`` (interleaved pairs, more while undecided: see the module
+    docstring); the step and the configuration without them."""
+    import time
+
     candidate = revert(space, workload, current, knobs)
     attrs = {"minimize_step": number, "minimize_knobs": knobs}
     pairs_done = _measure_pairs(measure, current, candidate, attrs, pairs)
@@ -240,16 +352,27 @@ def _test(space, workload, measure: Measure, current, knobs, number: int, pairs:
         with_values = tuple(w for w, _ in pairs_done if w is not None)
         return Step(tuple(knobs), float("inf"), (float("inf"), float("inf")), True, with_values, (), retest), candidate
     level = RETEST_LEVEL if retest else TEST_LEVEL
+    started = time.monotonic()
+    step = _step(knobs, pairs_done, level, retest)
+    while step.verdict == UNDECIDED:
+        more = min(pairs, max(MAX_TEST_PAIRS, pairs) - len(pairs_done))
+        if more <= 0:
+            return _step(knobs, pairs_done, level, retest, f"measuring stopped at the cap of {MAX_TEST_PAIRS} "
+                                                            f"pairs per test"), candidate
+        if time.monotonic() - started >= extra_seconds:
+            return _step(knobs, pairs_done, level, retest, f"measuring stopped: its {extra_seconds:.0f} s for "
+                                                            f"extra pairs were spent"), candidate
+        pairs_done += _measure_pairs(measure, current, candidate, attrs, more, first=len(pairs_done))
+        step = _step(knobs, pairs_done, level, retest)
+    return step, candidate
+
+
+def _step(knobs, pairs_done, level: float, retest: bool, stopped: str = "") -> Step:
+    """The :class:`Step` of the pairs measured so far (the pairs where both runs completed)."""
     ratio, interval = _paired(pairs_done, level)
-    for _ in range(MAX_ROUNDS - 1):
-        if not _undecided(ratio, interval):
-            break
-        pairs_done += _measure_pairs(measure, current, candidate, attrs, pairs, first=len(pairs_done))
-        ratio, interval = _paired(pairs_done, level)
     complete = [(w, wo) for w, wo in pairs_done if w is not None and wo is not None]
     with_values, without_values = (tuple(x) for x in zip(*complete)) if complete else ((), ())
-    return (Step(tuple(knobs), ratio, interval, interval[0] > 1.0, with_values, without_values, retest, level),
-            candidate)
+    return Step(tuple(knobs), ratio, interval, interval[0] > 1.0, with_values, without_values, retest, level, stopped)
 
 
 def current_minimal(study, best=None) -> Minimal | None:
@@ -380,8 +503,11 @@ def proposed(study, space, workload=None, minimal: bool = True) -> tuple[dict[st
         raise ConfigError(f"study {study.study_name!r} has no completed trial yet; run `iobo tune` first")
     minimal_made = current_minimal(study, best)
     if minimal and minimal_made is not None:
-        return space.complete(minimal_made.changes), (f"the minimal configuration of trial {best.number} "
-                                                      f"({len(minimal_made.changes)} of its changes matter)")
+        how = f"the minimal configuration of trial {best.number} ({len(minimal_made.changes)} of its changes matter)"
+        if minimal_made.undecided():  # the default is kept (or changes reverted) for want of evidence, not of effect
+            how += (f"; {'undecided, reverted' if minimal_made.changes else 'no change was shown to help; undecided'}: "
+                    f"{minimal_made.undecided_text(trials.config_of(best))}")
+        return space.complete(minimal_made.changes), how
     values = trials.config_of(best)
     dropped = {**best.user_attrs.get("not_applied", {}), **study.user_attrs.get(trials.FROZEN_ATTR, {})}
     dropped = [k for k in dropped if k in changed_knobs(space, values)]

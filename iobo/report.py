@@ -38,7 +38,8 @@ class StudyReport:
     baseline: the same with its start/later split (drift); best_value /
     best_number: the best single tuning run; best_config: the recommended
     configuration's changes from the default (the minimal one when made);
-    minimal: the minimal configuration with each tested knob's contribution;
+    minimal: the minimal configuration with each tested knob's contribution and verdict (matters, no effect,
+    slower or undecided: :attr:`iobo.minimize.Step.verdict`);
     confirm_default / confirm_best: the interleaved re-measurement of the
     default and the configuration the study proposed (the recommendation,
     unless this confirmation rejected it: :func:`iobo.minimize.recommendation`),
@@ -185,6 +186,9 @@ class StudyReport:
     def speedup_text(self) -> str:
         """The speedup with its interval, or why there is none."""
         if self.headline is None and self.keeps_default:
+            if self.minimal and self.minimal.undecided():  # not "nothing can help": nothing was shown to
+                return (f"none: the recommended configuration is the system default (no change was shown to help; "
+                        f"undecided: {self.minimal.undecided_knobs()})")
             return "none: the recommended configuration is the system default (no change beat the noise)"
         if self.headline is None:
             return ("not measured yet: `iobo confirm` re-measures the default and the recommended configuration, "
@@ -232,6 +236,8 @@ class StudyReport:
         rows.append(("viability point", self.viability_text()))
         if self.recommendation:
             rows.append(("recommended", self.recommendation))
+        if self.minimal and self.minimal.steps:
+            rows.append(("walk-back", self.minimal.conclusion()))
         for name, reason in self.frozen.items():
             rows.append((f"not applied: {name}", f"{reason}; frozen at its default, never exported"))
         return rows
@@ -253,7 +259,9 @@ class StudyReport:
         lines = [f"study {self.study!r}"]
         lines += [f"{label + ':':24s} {value}" for label, value in self.summary_rows()]
         lines.append("recommended configuration (changed from default):")
-        lines += [f"  {k} = {v}" for k, v in self.best_config.items()] or ["  (none: keep the system default)"]
+        kept = (f"  (none: {self.minimal.conclusion()})" if self.minimal and self.minimal.undecided()
+                else "  (none: keep the system default)")
+        lines += [f"  {k} = {v}" for k, v in self.best_config.items()] or [kept]
         if self.minimal and self.minimal.steps:
             lines.append("what each change buys (with vs without, interleaved):")
             lines += [f"  {step.describe()}" for step in self.minimal.steps]
@@ -353,6 +361,13 @@ class StudyReport:
                                               if self.best_value and self.default else None),
             "recommendation": self.recommendation,
             "minimal": self.minimal.to_attr() if self.minimal else None,
+            "walk_back": None if self.minimal is None else {
+                "conclusion": self.minimal.conclusion(),
+                "verdicts": [{"knobs": list(step.knobs), "retest": step.retest, "verdict": step.verdict,
+                              "ratio": step.ratio, "interval": list(step.interval), "level": step.level,
+                              "pairs": len(step.with_mb_per_s), "pairs_to_settle": step.pairs_to_settle(),
+                              "stopped": step.stopped} for step in self.minimal.steps],
+                "undecided": [list(step.knobs) for step in self.minimal.undecided()]},
             "not_applied_frozen": self.frozen,
             "tuning_minutes": self.tuning_minutes,
             "roti_mb_per_s_per_min": self.roti,

@@ -378,3 +378,84 @@ def test_tuning_time_is_the_time_trials_ran_not_a_pause_before_a_resume(study):
     assert study_progress(study).minutes[-1] == pytest.approx(6.5)
     assert re.search(r"^tuning time: +6.5 min \(while the default and search runs ran; pauses between them and "
                      r"re-measurements excluded\)$", report.text(), re.M)
+
+
+# -- the walk-back's verdicts in the conclusion (issue 31: undecided is not "no effect") -------------------------
+
+def _walked(storage, scratch, effect, cv, seed):
+    """A study whose incumbent (trial 3) changes only files, walked back against seeded runs: ``effect`` times
+    100 MB/s with files=per_process, log-normal noise of ``cv`` a run."""
+    import numpy as np
+
+    from iobo.minimize import walk_back
+
+    from support.studies import add as add_run
+    from support.studies import defaults, vpic_tuner
+
+    tuner = vpic_tuner(storage, scratch)
+    study = tuner.open_study()
+    defaults(study)
+    add_run(study, 180.0, ROLE_SEARCH, 4, {"files": "per_process"})
+    rng = np.random.default_rng(seed)
+
+    def measure(runs):
+        return [100.0 * (effect if config["files"] == "per_process" else 1.0) * float(np.exp(cv * rng.standard_normal()))
+                for config, _ in runs]
+
+    incumbent = {**tuner.space.default(), "files": "per_process"}
+    minimal = walk_back(tuner.space, tuner.workload, incumbent, best_trial(study).number, measure, pairs=3)
+    study.set_user_attr(MINIMAL_ATTR, minimal.to_attr())
+    return study, minimal
+
+
+def test_a_default_kept_for_want_of_evidence_names_the_undecided_knobs_and_the_pairs_to_settle_them(storage, scratch,
+                                                                                                      capsys):
+    """1.3x under 50% CV a run: undecided after the cap of 20 pairs. The report, `iobo best` and the tune summary
+    do not say "keep the system default" as if nothing could help: no change was *shown* to help, files is
+    undecided, and about N more pairs would settle it."""
+    study, minimal = _walked(storage, scratch, 1.3, 0.5, seed=4)
+    (step,) = minimal.steps
+    assert step.verdict == "undecided" and len(step.with_mb_per_s) == 20 and minimal.changes == {}
+    more = step.pairs_to_settle() - 20
+    detail = (f"files=per_process: {step.ratio:.2f}x, 95% CI {step.interval[0]:.2f}x-{step.interval[1]:.2f}x after 20 "
+              f"pairs, about {more} more pairs would settle it")
+    conclusion = ("the system default is kept because no change was shown to help; undecided (more pairs could show "
+                  "a gain): files")
+    report = build_report(study)
+    text = report.text()  # what `iobo report` and `iobo tune` print
+    assert report.keeps_default
+    assert f"  (none: {conclusion})" in text and "(none: keep the system default)" not in text
+    assert re.search(rf"^walk-back: +{re.escape(conclusion)}$", text, re.M)
+    assert re.search(r"^recommended: +the minimal configuration of trial 3 \(0 of its changes matter\); no change was "
+                     rf"shown to help; undecided: {re.escape(detail)}$", text, re.M)
+    assert re.search(r"^speedup: +none: the recommended configuration is the system default \(no change was shown to "
+                     r"help; undecided: files\)$", text, re.M)
+    assert "20 interleaved pairs; undecided: reverted, not shown to help; measuring stopped at the cap of 20 pairs" \
+           in text
+    walk = report.to_dict()["walk_back"]
+    assert walk["undecided"] == [["files"]] and walk["conclusion"] == conclusion
+    assert walk["verdicts"][0]["verdict"] == "undecided" and walk["verdicts"][0]["pairs"] == 20
+    assert walk["verdicts"][0]["pairs_to_settle"] == 20 + more
+    assert main(["best", "--storage", storage]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == (f"recommended: keep the system default (the minimal configuration of trial 3 (0 of its changes "
+                     f"matter); no change was shown to help; undecided: {detail})")
+
+
+def test_a_default_kept_because_the_change_has_no_effect_says_so_plainly(storage, scratch):
+    study, minimal = _walked(storage, scratch, 1.0, 0.01, seed=0)
+    assert [s.verdict for s in minimal.steps] == ["no effect"] and minimal.undecided() == []
+    text = build_report(study).text()
+    assert "  (none: keep the system default)" in text and "undecided" not in text
+    assert re.search(r"^walk-back: +no change matters: each was shown to have no effect or to slow the run$", text, re.M)
+    assert re.search(r"^recommended: +the minimal configuration of trial 3 \(0 of its changes matter\)$", text, re.M)
+    assert "(no change beat the noise)" in text
+
+
+def test_a_clear_gain_matters_in_the_report(storage, scratch):
+    study, minimal = _walked(storage, scratch, 1.8, 0.05, seed=0)
+    assert [s.verdict for s in minimal.steps] == ["matters", "matters"] and minimal.changes == {"files": "per_process"}
+    report = build_report(study)
+    assert report.best_config == {"files": "per_process"} and "undecided" not in report.text()
+    assert re.search(r"^walk-back: +1 change\(s\) shown to matter: files$", report.text(), re.M)
+    assert report.to_dict()["walk_back"]["undecided"] == []
