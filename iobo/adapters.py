@@ -291,6 +291,19 @@ def _not_applied(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return listed + list(merged.values())
 
 
+def _hosts(ranks: list[dict[str, Any]], level: str | None) -> dict[str, dict[str, Any]]:
+    """Per host (the node a rank ran on, ``gethostname``): its ranks and the bytes they wrote and read at the
+    run's top level ``level``."""
+    hosts: dict[str, dict[str, Any]] = {}
+    for rank in ranks:
+        entry = hosts.setdefault(rank.get("host", ""), {"ranks": [], "bytes_written": 0, "bytes_read": 0})
+        entry["ranks"].append(rank["rank"])
+        if level:
+            entry["bytes_written"] += rank["levels"][level]["write"]["bytes"]
+            entry["bytes_read"] += rank["levels"][level]["read"]["bytes"]
+    return dict(sorted(hosts.items()))
+
+
 def run_measure(report: Mapping[str, Any]) -> tuple[int, float]:
     """What a run's bandwidth is made of: (bytes the program moved, at its topmost level; the slowest rank's
     seconds in its I/O phases, ``phase_seconds``: opens, creates, reads, writes, flushes, syncs and closes,
@@ -325,7 +338,8 @@ def read_report(prefix: str | os.PathLike) -> dict[str, Any]:
     act on), and ``applied`` per setting the calls summed over ranks where it
     could act, was set, and was read back in effect or not; ``warnings``
     what the shim printed at exit, and whether ranks
-    are missing.
+    are missing. ``hosts`` gives per host (each rank's ``gethostname``) its
+    ranks and their bytes written and read at ``level``.
     """
     paths = report_files(prefix)
     if not paths:
@@ -363,7 +377,8 @@ def read_report(prefix: str | os.PathLike) -> dict[str, Any]:
         "phase_rank": max(phases, key=phases.get),
         "mb_per_s": bandwidth_mb_per_s(moved, max(phases.values())) if moved and max(phases.values()) > 0 else None,
         "levels": levels,
-        "per_rank": [{"rank": r["rank"], "levels": r["levels"]} for r in ranks],
+        "per_rank": [{"rank": r["rank"], "host": r.get("host", ""), "levels": r["levels"]} for r in ranks],
+        "hosts": _hosts(ranks, level),
         "hdf5_linked": next((kind for kind in ("dynamic", "static", "none") if kind in linked), "none"),
         "hdf5_calls": sum(r["hdf5_calls"] for r in ranks),
         "requested": {item["variable"]: item["value"] for item in ranks[0]["requested"]},

@@ -555,6 +555,7 @@ def shim_attrs(report: Mapping[str, Any], config_values: Mapping[str, Any]) -> d
     io = {key: report[key] for key in ("level", "ranks", "bytes_written", "bytes_read", "io_seconds", "slowest_rank",
                                        "phase_seconds", "phase_rank", "hdf5_linked", "hdf5_calls")}
     io["levels"] = report["levels"]
+    io["hosts"] = report.get("hosts", {})
     io["datasets_created"] = len(report["effective"]["datasets"])
     io["write_modes"] = dict(report["effective"]["transfer"]["write"]["modes"])
     io["files"] = {level: sorted(names)[:20] for level, names in files.items()}

@@ -9,6 +9,7 @@ and that without ``LD_PRELOAD`` the same variables change nothing.
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -160,6 +161,10 @@ def test_shim_applies_file_settings_hints_and_collective_transfer(library, progr
     writes = 3 + 64 // RANKS  # per rank: d0..d2, and h5py broadcasts `grid[rows] = rank` one row a call
     assert shim["effective"]["transfer"]["write"]["modes"] == {"contiguous_collective": writes * RANKS}
     assert shim["not_applied"] == [] and shim["warnings"] == []
+    # every rank says which host it ran on (one here), and the bytes per host add up
+    host = socket.gethostname()
+    assert [r["host"] for r in shim["per_rank"]] == [host] * RANKS
+    assert shim["hosts"] == {host: {"ranks": list(range(RANKS)), "bytes_written": 4 * MiB, "bytes_read": 0}}
 
 
 def test_without_preload_the_same_variables_change_nothing(library, program, scratch):

@@ -902,6 +902,10 @@ static void write_report(int rank, int ranks, bool with_mpi, const char *linked,
     j_u64(&j, "rank", (uint64_t)rank);
     j_u64(&j, "ranks", (uint64_t)ranks);
     j_u64(&j, "pid", (uint64_t)getpid());
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1) != 0)
+        host[0] = '\0';
+    j_string(&j, "host", host);
     j_string(&j, "program", program);
     j_bool(&j, "mpi", with_mpi);
     j_string(&j, "hdf5_linked", linked);

@@ -112,6 +112,9 @@ def test_trials_run_across_nodes_through_parsls_slurm_provider(cluster, tmp_path
     for trial in study.trials:
         report = json.loads(trial.user_attrs["stdout_tail"].strip().splitlines()[-1])
         assert sorted(report["hosts"]) == sorted(NODES), trial.number  # each trial: one rank per node
+        per_host = trial.user_attrs["io"]["hosts"]  # the shim's own account: each rank's gethostname, its bytes
+        assert sorted(per_host) == sorted(NODES), per_host
+        assert all(len(h["ranks"]) == 1 and h["bytes_written"] > 0 for h in per_host.values()), per_host
         # the shim read back the hints in effect: with one aggregator per host, as many as the hosts asked
         hints = trial.user_attrs["hints"]
         if hints["cb_config_list"] == "*:1":
