@@ -6,7 +6,9 @@ study's optimum may carry over. It is recorded once per study as the study
 attr ``context`` (one dict, :meth:`Context.to_attr`):
 
 - kernel / command / task: what ran (one of them);
-- ranks, nodes: the job's MPI ranks and the compute nodes they span;
+- ranks, nodes: the job's MPI ranks and the compute nodes they span (nodes: as
+  the first completed trial's shim report counts its ranks' hosts, where it
+  names them; 1 before);
 - bytes_per_rank: bytes one rank moves in one run (written + read), as the
   first completed trial measured it;
 - access_bytes: bytes one rank moves per write (or read) call: the kernel's
@@ -120,7 +122,8 @@ def record_context(study, context: Context) -> Context:
 
 
 def note_outcome(study, attrs: Mapping[str, Any]) -> None:
-    """Fill the stored context's measured fields from a completed run's trial attrs (bytes, fs_type), once."""
+    """Fill the stored context's measured fields from a completed run's trial attrs (bytes, fs_type, the nodes
+    its ranks ran on), once."""
     stored = study.user_attrs.get(CONTEXT_ATTR)
     if not stored or all(stored.get(name) is not None for name in MEASURED):
         return
@@ -155,4 +158,7 @@ def _measured(context: Context, attrs: Mapping[str, Any]) -> Context:
         found["bytes_per_rank"] = int(attrs["bytes"]) // context.ranks
     if context.fs_type is None and attrs.get("fs_type"):
         found["fs_type"] = attrs["fs_type"]
+        hosts = [host for host in (attrs.get("io") or {}).get("hosts", {}) if host]
+        if hosts:  # measured with the file system, by the same first completed run
+            found["nodes"] = len(hosts)
     return replace(context, **found)

@@ -62,3 +62,21 @@ def test_a_study_without_a_stored_context_gets_one_from_its_attrs_and_first_tria
     task.set_user_attr("task", "write_step")
     assert study_context(task).task == "write_step"
     assert study_context(optuna.create_study(storage=storage, study_name="bare")) is None
+
+
+def test_the_nodes_are_the_hosts_the_first_runs_ranks_ran_on(storage):
+    """A run whose shim report names 3 hosts (a trial across 3 nodes) makes the context's nodes 3; one without
+    hosts (a kernel the shim did not measure) leaves the 1 assumed before any run."""
+    now = dt.datetime(2026, 1, 1)
+    for name, hosts, nodes in (("across", {"node1": {}, "node2": {}, "node3": {}}, 3), ("unknown", None, 1)):
+        study = optuna.create_study(storage=storage, study_name=name, direction="maximize")
+        record_context(study, kernel_context("vpic", 3, {"particles": 2048}))
+        io = {"hosts": hosts} if hosts else {}
+        study.add_trial(FrozenTrial(
+            number=0, trial_id=0, state=TrialState.COMPLETE, value=100.0, datetime_start=now, datetime_complete=now,
+            params={"files": "shared"}, distributions={"files": CategoricalDistribution(("shared", "per_process"))},
+            user_attrs={"role": "default", "bytes": 3 * 2048, "fs_type": "tmpfs", "io": io}, system_attrs={},
+            intermediate_values={}))
+        context = study_context(study)
+        assert (context.nodes, context.fs_type) == (nodes, "tmpfs"), name
+        assert f"({nodes} node(s))" in context.describe()

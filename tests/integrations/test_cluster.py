@@ -109,6 +109,7 @@ def test_trials_run_across_nodes_through_parsls_slurm_provider(cluster, tmp_path
     on_login(cluster, tune_across_nodes(cluster, tmp_path, 4), timeout_s=300, cwd=tmp_path)  # Parsl's runinfo there
     study = optuna.load_study(study_name="cluster", storage=storage)
     assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 4
+    assert study.user_attrs["context"]["nodes"] == 3  # recorded from the first run's hosts
     for trial in study.trials:
         report = json.loads(trial.user_attrs["stdout_tail"].strip().splitlines()[-1])
         assert sorted(report["hosts"]) == sorted(NODES), trial.number  # each trial: one rank per node
