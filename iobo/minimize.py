@@ -15,13 +15,13 @@ inside ``NO_EFFECT_BAND``, 0.95x-1.05x: reverted) and **undecided** (it
 holds 1 and reaches outside the band: the test cannot tell a gain from no
 effect). An undecided test gets ``pairs`` more pairs at a time, up to
 ``MAX_TEST_PAIRS`` pairs in all and ``MAX_TEST_SECONDS`` of extra
-measuring. Still undecided, the
-change is reverted (the walk errs towards the default: it was not *shown* to
-help), and the minimal configuration lists it with the pairs that would
-settle it (:meth:`Minimal.undecided`), so that a report does not present
-"keep the system default" as "nothing can help". Each change
-kept is then tested once more, with new pairs, on the minimal
-configuration itself, and stays only if that test keeps it too: one test
+measuring. Still undecided, the change is reverted (the walk errs towards
+the default: it was not *shown* to help), and the minimal configuration
+lists it with the pairs that would settle it (:meth:`Minimal.undecided`,
+:meth:`Step.pairs_to_settle`), so that a report does not present "keep the
+system default" as "nothing can help". Each change kept is then tested
+once more, with new pairs, on the minimal configuration itself, and stays
+only if that test keeps it too: one test
 at 95% keeps an inert knob once in twenty (more often on a loaded machine,
 whose noise is heavy-tailed), and a knob may pay only beside changes
 reverted after it was tested. The re-test replicates a gain already
