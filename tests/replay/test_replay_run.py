@@ -141,3 +141,13 @@ def test_a_file_another_rank_creates_is_awaited_before_it_is_opened(library, scr
 
     assert report["levels"]["posix"]["write"]["calls"] == 2 and report["bytes_written"] == 256
     assert (workdir / "log.txt").stat().st_size == 256
+
+
+def test_large_count_mpiio_calls_are_replayed(library, scratch):
+    """MPI-4's large-count twins (MPI_File_write_at_c, as mpi4py 4 calls them) replay as their operation."""
+    per_rank = [[{**e, "op": f"{e['op']}_c"} if e["op"].startswith("MPI_File_write") else e for e in mpiio_events(r)]
+                for r in range(RANKS)]
+    printed, report, workdir = replay(per_rank, scratch)
+
+    assert report["levels"]["mpiio"]["write"]["calls"] == 4 * RANKS
+    assert report["bytes_written"] == RANKS * (3 * 65536 + 4096) and printed["not_replayed"] == {}
