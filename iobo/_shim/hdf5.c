@@ -787,6 +787,76 @@ hid_t H5Dopen2(hid_t loc_id, const char *name, hid_t dapl_id)
 HDF5_CLOSE_WRAPPER(H5Dclose, "dset")
 HDF5_CLOSE_WRAPPER(H5Aclose, "attr")
 
+/* Closes and opens made through HDF5's generic calls, as h5py makes them: the
+ * last H5Idec_ref of a file or a dataset closes it (h5py's File.close and a
+ * dataset's release), and H5Oopen opens a dataset by path (h5py's f[name]).
+ * They are the program's H5Fclose, H5Dclose and H5Dopen: in the I/O phases and
+ * traced as those, so a replay closes and opens what the program did. */
+typedef int (*H5Idec_ref_fn)(hid_t);
+typedef hid_t (*H5Oopen_fn)(hid_t, const char *, hid_t);
+static H5Idec_ref_fn real_H5Idec_ref;
+static H5Oopen_fn real_H5Oopen;
+
+struct decref_args {
+    H5Idec_ref_fn real;
+    hid_t id;
+};
+
+static herr_t run_decref(const void *args)
+{
+    const struct decref_args *a = args;
+    return a->real(a->id);
+}
+
+int H5Idec_ref(hid_t id)
+{
+    H5Idec_ref_fn real = REAL(H5Idec_ref);
+    if (!real)
+        return -1;
+    H5I_type_t type = H5I_BADID;
+    int refs = 0;
+    H5E_BEGIN_TRY {
+        type = H5Iget_type(id);
+        refs = H5Iget_ref(id);
+    } H5E_END_TRY;
+    if (refs != 1 || (type != H5I_FILE && type != H5I_DATASET))
+        return real(id);
+    struct decref_args args = {real, id};
+    if (type == H5I_FILE) {
+        ensure_init();
+        return file_close(id, run_decref, &args);
+    }
+    add(&hdf5_calls, 1);
+    uint64_t phase = phase_enter();
+    int status = real(id);
+    phase_leave(PHASE_HDF5, phase);
+    trace_handle("H5Dclose", phase, "dset", id, status >= 0);
+    return status;
+}
+
+hid_t H5Oopen(hid_t loc_id, const char *name, hid_t lapl_id)
+{
+    H5Oopen_fn real = REAL(H5Oopen);
+    if (!real)
+        return H5I_INVALID_HID;
+    uint64_t phase = phase_enter();
+    hid_t object = real(loc_id, name, lapl_id);
+    phase_leave(PHASE_HDF5, phase);
+    H5I_type_t type = H5I_BADID;
+    H5E_BEGIN_TRY { type = object >= 0 ? H5Iget_type(object) : H5I_BADID; } H5E_END_TRY;
+    if (type != H5I_DATASET)
+        return object;  /* a group or a named type: nothing the replay needs (its time still counts) */
+    add(&hdf5_calls, 1);
+    struct json *j = trace_start("H5Dopen", phase);
+    if (j) {
+        j_i64(j, "dset", object);
+        j_i64(j, "loc", loc_id);
+        trace_name(j, "name", object);
+        trace_done(j, phase, true);
+    }
+    return object;
+}
+
 herr_t H5Dset_extent(hid_t dset_id, const hsize_t size[])
 {
     H5Dset_extent_fn real = REAL(H5Dset_extent);

@@ -160,7 +160,10 @@ static close_fn real_close;
 
 /* The call `expr` (returning bytes moved or -1), counted for a regular file. */
 /* A traced POSIX call on descriptor `fd`: its offset (-1: none) and bytes (-1: none). */
-static void trace_fd(const char *op, uint64_t phase, int fd, int64_t offset, int64_t bytes, bool ok)
+/* A call on a descriptor: `bytes` moved (-1: none, a sync or a close) of the
+ * `count` asked for (written as "count" when they differ: a read at the
+ * file's end, which a replay repeats as asked). */
+static void trace_fd(const char *op, uint64_t phase, int fd, int64_t offset, int64_t bytes, int64_t count, bool ok)
 {
     struct json *j = trace_start(op, phase);
     if (!j)
@@ -170,6 +173,8 @@ static void trace_fd(const char *op, uint64_t phase, int fd, int64_t offset, int
         j_i64(j, "offset", offset);
     if (bytes >= 0)
         j_i64(j, "bytes", bytes);
+    if (bytes >= 0 && count >= 0 && count != bytes)
+        j_i64(j, "count", count);
     trace_done(j, phase, ok);
 }
 
@@ -194,7 +199,8 @@ static void trace_fd(const char *op, uint64_t phase, int fd, int64_t offset, int
                 (uint64_t)(count));                                      \
         }                                                                \
         if (phase)                                                       \
-            trace_fd(op, phase, fd, at, moved, moved >= 0);              \
+            trace_fd(op, phase, fd, at, moved, (int64_t)(count),         \
+                     moved >= 0);                                        \
         return moved;                                                    \
     } while (0)
 
@@ -368,7 +374,7 @@ int close(int fd)
         phase_depth--;
         posix_phase(fd, phase);
         if (phase)
-            trace_fd("close", phase, fd, -1, -1, status == 0);
+            trace_fd("close", phase, fd, -1, -1, -1, status == 0);
     }
     if (fd >= 0 && fd < FD_KINDS) {
         __atomic_store_n(&fd_kinds[fd], FD_UNKNOWN, __ATOMIC_RELAXED);
@@ -393,7 +399,7 @@ static fdatasync_fn real_fdatasync;
         phase_depth--;                                        \
         posix_phase(fd, phase);                               \
         if (phase)                                            \
-            trace_fd(op, phase, fd, -1, -1, status == 0);     \
+            trace_fd(op, phase, fd, -1, -1, -1, status == 0); \
         return status;                                        \
     } while (0)
 

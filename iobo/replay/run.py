@@ -465,11 +465,11 @@ class Replayer:
     def _pwrite(self, event):
         os.pwrite(self.objects["fd"][event["fd"]], self.buffer(event["bytes"])[:event["bytes"]], event["offset"])
 
-    def _read(self, event):
-        os.read(self._position(event), event["bytes"])
+    def _read(self, event):  # as many bytes asked as the program asked (a read at the file's end returns fewer)
+        os.read(self._position(event), event.get("count", event["bytes"]))
 
     def _pread(self, event):
-        os.pread(self.objects["fd"][event["fd"]], event["bytes"], event["offset"])
+        os.pread(self.objects["fd"][event["fd"]], event.get("count", event["bytes"]), event["offset"])
 
     def _fsync(self, event):
         os.fsync(self.objects["fd"][event["fd"]])
