@@ -250,6 +250,80 @@ static void trace_open(uint64_t phase, MPI_File fh, const char *filename, int am
     trace_done(j, phase, true);
 }
 
+#define TYPE_DEPTH 6   /* nested constructors described before "other" */
+#define TYPE_ARGS 64   /* integers or addresses of one constructor described */
+
+static void j_ints(struct json *j, const char *key, int n, const int *values)
+{
+    j_open(j, key, "[");
+    for (int i = 0; i < n; i++)
+        j_i64(j, NULL, values[i]);
+    j_close(j, "]");
+}
+
+/* A datatype as the constructors that made it, so a replay can build the same
+ * file view: {"combiner": "named", "size"}, "contiguous" {count}, "vector"
+ * {count, blocklength, stride (in old types)}, "hvector" {... stride_bytes},
+ * "subarray" {sizes, subsizes, starts, order: "c" | "fortran"}, "resized"
+ * {lb, extent}, each with "old" (the type it is built of); "other" {size,
+ * extent} for the rest (indexed, struct, darray, ...). */
+static void trace_datatype(struct json *j, const char *key, MPI_Datatype type, int depth)
+{
+    int ni = 0, na = 0, nd = 0, combiner = MPI_COMBINER_NAMED;
+    MPI_Count size = 0, lb = 0, extent = 0;
+    PMPI_Type_size_x(type, &size);
+    PMPI_Type_get_extent_x(type, &lb, &extent);
+    PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner);
+    j_open(j, key, "{");
+    int ints[TYPE_ARGS];
+    MPI_Aint addrs[TYPE_ARGS];
+    MPI_Datatype types[1];
+    bool fetched = combiner != MPI_COMBINER_NAMED && depth < TYPE_DEPTH && ni <= TYPE_ARGS && na <= TYPE_ARGS &&
+                   nd == 1 && PMPI_Type_get_contents(type, ni, na, nd, ints, addrs, types) == MPI_SUCCESS;
+    bool decoded = fetched;
+    if (combiner == MPI_COMBINER_NAMED) {
+        j_string(j, "combiner", "named");
+    } else if (decoded && combiner == MPI_COMBINER_CONTIGUOUS) {
+        j_string(j, "combiner", "contiguous");
+        j_i64(j, "count", ints[0]);
+    } else if (decoded && combiner == MPI_COMBINER_VECTOR) {
+        j_string(j, "combiner", "vector");
+        j_i64(j, "count", ints[0]);
+        j_i64(j, "blocklength", ints[1]);
+        j_i64(j, "stride", ints[2]);
+    } else if (decoded && combiner == MPI_COMBINER_HVECTOR) {
+        j_string(j, "combiner", "hvector");
+        j_i64(j, "count", ints[0]);
+        j_i64(j, "blocklength", ints[1]);
+        j_i64(j, "stride_bytes", (int64_t)addrs[0]);
+    } else if (decoded && combiner == MPI_COMBINER_SUBARRAY && ni >= 2) {
+        int n = ints[0];
+        j_string(j, "combiner", "subarray");
+        j_ints(j, "sizes", n, ints + 1);
+        j_ints(j, "subsizes", n, ints + 1 + n);
+        j_ints(j, "starts", n, ints + 1 + 2 * n);
+        j_string(j, "order", ints[1 + 3 * n] == MPI_ORDER_FORTRAN ? "fortran" : "c");
+    } else if (decoded && combiner == MPI_COMBINER_RESIZED) {
+        j_string(j, "combiner", "resized");
+        j_i64(j, "lb", (int64_t)addrs[0]);
+        j_i64(j, "extent", (int64_t)addrs[1]);
+    } else {
+        j_string(j, "combiner", "other");
+        decoded = false;
+    }
+    j_i64(j, "size", size);
+    j_i64(j, "extent", extent);
+    if (decoded)
+        trace_datatype(j, "old", types[0], depth + 1);
+    if (fetched) {  /* MPI_Type_get_contents returns derived types as new handles */
+        int old_ni = 0, old_na = 0, old_nd = 0, old_combiner = MPI_COMBINER_NAMED;
+        PMPI_Type_get_envelope(types[0], &old_ni, &old_na, &old_nd, &old_combiner);
+        if (old_combiner != MPI_COMBINER_NAMED)
+            PMPI_Type_free(&types[0]);
+    }
+    j_close(j, "}");
+}
+
 static void trace_view(uint64_t phase, MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype, bool ok)
 {
     struct json *j = trace_start("MPI_File_set_view", phase);
@@ -265,6 +339,7 @@ static void trace_view(uint64_t phase, MPI_File fh, MPI_Offset disp, MPI_Datatyp
     j_i64(j, "filetype_size", filetype_size);
     j_i64(j, "filetype_extent", extent);
     j_bool(j, "contiguous", filetype_size == extent);
+    trace_datatype(j, "filetype", filetype, 0);
     trace_done(j, phase, ok);
 }
 

@@ -399,13 +399,45 @@ class Replayer:
         self.types.append(datatype)
         return datatype
 
+    def _described_type(self, described: dict[str, Any]):
+        """The datatype the shim described (its constructors, ``filetype`` of a view), built of bytes; None when a
+        constructor in it is not one the description holds ("other")."""
+        MPI, kind = self.MPI, described["combiner"]
+        if kind == "named":
+            return MPI.BYTE if described["size"] == 1 else self._datatype(
+                "MPI_Type_contiguous", ctypes.c_int(described["size"]), MPI.BYTE)
+        old = self._described_type(described["old"]) if "old" in described else None
+        if old is None:
+            return None
+        c_int, c_aint = ctypes.c_int, ctypes.c_ssize_t
+        if kind == "contiguous":
+            return self._datatype("MPI_Type_contiguous", c_int(described["count"]), old)
+        if kind == "vector":
+            return self._datatype("MPI_Type_vector", c_int(described["count"]), c_int(described["blocklength"]),
+                                  c_int(described["stride"]), old)
+        if kind == "hvector":
+            return self._datatype("MPI_Type_create_hvector", c_int(described["count"]),
+                                  c_int(described["blocklength"]), c_aint(described["stride_bytes"]), old)
+        if kind == "subarray":
+            n = len(described["sizes"])
+            arrays = [(c_int * n)(*described[key]) for key in ("sizes", "subsizes", "starts")]
+            order = MPI.ORDER_FORTRAN if described["order"] == "fortran" else MPI.ORDER_C
+            return self._datatype("MPI_Type_create_subarray", c_int(n), *arrays, c_int(order), old)
+        if kind == "resized":
+            return self._datatype("MPI_Type_create_resized", old, c_aint(described["lb"]),
+                                  c_aint(described["extent"]))
+        return None
+
     def _mpi_set_view(self, event):
         MPI = self.MPI
         etype_size = event.get("etype_size") or 1
         etype = MPI.BYTE if etype_size == 1 else self._datatype("MPI_Type_contiguous", ctypes.c_int(etype_size),
                                                                  MPI.BYTE)
         size, extent = event.get("filetype_size") or etype_size, event.get("filetype_extent") or etype_size
-        if event.get("contiguous", size == extent):
+        described = self._described_type(event["filetype"]) if "filetype" in event else None
+        if described is not None:  # the program's own filetype, rebuilt of bytes
+            filetype = described
+        elif event.get("contiguous", size == extent):
             filetype = etype if size == etype_size else self._datatype(
                 "MPI_Type_contiguous", ctypes.c_int(size // etype_size), etype)
         else:
