@@ -193,7 +193,7 @@ class Minimal:
 
     def undecided_text(self, values: Mapping[str, Any] | None = None) -> str:
         """The undecided changes, each with its test and the pairs that would settle it, ``; ``-separated:
-        ``files=per_process: 1.59x, 95% CI 0.98x-2.59x after 9 pairs; about 6 more pairs would settle it``.
+        ``files=per_process: 1.59x, 95% CI 0.98x-2.59x after 9 pairs, about 6 more pairs would settle it``.
         values: the configuration walked back from (knob -> value), to name the values; "" when none."""
         def knobs(step: Step) -> str:
             return ", ".join(f"{k}={values[k]}" if values and k in values else k for k in step.knobs)
