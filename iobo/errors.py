@@ -91,6 +91,11 @@ class KernelError(JobEnded):
     """A launched I/O kernel failed: non-zero exit, timeout or unreadable result."""
 
 
+class WorkerLost(KernelError):
+    """The worker running a job was lost with its batch job (cancelled, past its walltime, its node gone): the
+    run never cleaned up after itself, so whoever records the failure removes what it left."""
+
+
 class KernelPruned(JobEnded):
     """A kernel run stopped early on purpose: its steps were slower than the other trials' (pruning).
 

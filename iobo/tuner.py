@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from iobo import _compat, kernels, launch, trials, watchdog
-from iobo.errors import ConfigError, Interrupted, JobEnded, KernelError, KernelPruned
+from iobo.errors import ConfigError, Interrupted, JobEnded, KernelError, KernelPruned, WorkerLost
 from iobo.config import IOConfig
 from iobo.context import kernel_context, note_outcome, record_context
 from iobo.launch import KernelJob, MPILauncher, MpiexecLauncher
@@ -592,6 +592,8 @@ class Tuner:
             trial.set_user_attr("returncode", exc.returncode)
             study.tell(trial, state=state("FAIL"))
             self._say(f"trial {trial.number:3d} [{role}] FAILED: {exc.reason}")
+            if isinstance(exc, WorkerLost):  # its run never got to remove its directory
+                self._remove_run_dirs(trial)
             return
         except Exception as exc:  # executor/worker failure: keep the study going
             trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}"[:2000])

@@ -30,7 +30,7 @@ import threading
 from concurrent.futures import Future
 from pathlib import Path
 
-from iobo.errors import ConfigError, JobEnded, KernelError
+from iobo.errors import ConfigError, JobEnded, WorkerLost
 from iobo.launch import KernelJob
 from iobo.runners.base import Runner
 
@@ -221,7 +221,7 @@ class ParslRunner(Runner):
 
     def _explained(self, future: Future) -> Future:
         """``future``, except that a trial lost with its worker (Parsl's ``ManagerLost``: a batch job that hit
-        its walltime, was cancelled, lost its node) fails with a :class:`KernelError` naming the batch
+        its walltime, was cancelled, lost its node) fails with a :class:`iobo.errors.WorkerLost` naming the batch
         jobs that ended and their state, as the scheduler tells Parsl's provider."""
         explained: Future = Future()
 
@@ -232,7 +232,7 @@ class ParslRunner(Runner):
             elif isinstance(error, JobEnded) or type(error).__name__ not in WORKER_LOST:
                 explained.set_exception(error)
             else:
-                explained.set_exception(KernelError(
+                explained.set_exception(WorkerLost(
                     f"the Parsl worker running this trial was lost: {type(error).__name__}: {error}"
                     f"{self._ended_batch_jobs()}"))
 

@@ -126,6 +126,8 @@ def test_a_cancelled_job_fails_its_trial_and_the_study_goes_on(slurm, storage, s
     # the scheduler's own line, for the job or (when the runner read the log before Slurm wrote that) its step
     assert f"*** JOB {job} ON " in reason or f"*** STEP {job}." in reason, reason
     assert "TIME LIMIT" not in reason
+    left = list(Path(trials[0].user_attrs["workdir"]).glob(f"trial-{trials[0].user_attrs['run_tag']}-*"))
+    assert left == [], left  # the lost run's directory is removed by the tuner (its worker never did)
     assert [t.state for t in trials[1:]] == [TrialState.COMPLETE] * 3  # in the next batch job
     assert len({j for j, _ in slurm.squeue()}) >= 2
 
