@@ -490,13 +490,14 @@ static void trace_selection(struct json *j, const char *key, hid_t file_space)
     j_close(j, "}");
 }
 
-/* The transfer mode the program's own list asks for (before the shim changes it). */
+/* The transfer mode the program's own list asks for (before the shim changes it): "default" for HDF5's default
+ * list (independent, and reported by the shim as such: a replay passes the default list too). */
 static const char *program_xfer(hid_t plist)
 {
     H5FD_mpio_xfer_t mode = H5FD_MPIO_INDEPENDENT;
-    if (plist != H5P_DEFAULT && plist != H5P_DATASET_XFER_DEFAULT) {
-        H5E_BEGIN_TRY { H5Pget_dxpl_mpio(plist, &mode); } H5E_END_TRY;
-    }
+    if (plist == H5P_DEFAULT || plist == H5P_DATASET_XFER_DEFAULT)
+        return "default";
+    H5E_BEGIN_TRY { H5Pget_dxpl_mpio(plist, &mode); } H5E_END_TRY;
     return mode == H5FD_MPIO_COLLECTIVE ? "collective" : "independent";
 }
 

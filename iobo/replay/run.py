@@ -340,9 +340,11 @@ class Replayer:
             if not elements:
                 mspace.select_none()
             size = max(elements, 1) * mtype.get_size()
-        dxpl = h5p.create(h5p.DATASET_XFER)
-        if event.get("xfer") == "collective":
-            dxpl.set_dxpl_mpio(h5fd.MPIO_COLLECTIVE)
+        dxpl = None  # the program passed HDF5's default list ("default")
+        if event.get("xfer") in ("collective", "independent"):
+            dxpl = h5p.create(h5p.DATASET_XFER)
+            if event["xfer"] == "collective":
+                dxpl.set_dxpl_mpio(h5fd.MPIO_COLLECTIVE)
         if write:
             dset.write(mspace, fspace, self.buffer(size), mtype, dxpl)
         else:
