@@ -24,7 +24,7 @@ NODES = {"node1", "node2", "node3"}
 WHERE = '''\
 """Each rank writes its 1 MiB block of one shared file collectively; rank 0 prints every rank's host and the
 hints ROMIO applied (MPI_File_get_info). With a second argument, a file: when it exists, the run removes it and
-every rank sleeps 10 minutes (the trial to crash a node under)."""
+every rank sleeps 10 minutes (the trial to crash a node under); a third, seconds to compute (sleep) first."""
 import json, os, socket, sys, time
 
 import numpy as np
@@ -33,10 +33,12 @@ from mpi4py import MPI
 comm = MPI.COMM_WORLD
 hang = len(sys.argv) > 2 and os.path.exists(sys.argv[2])
 comm.Barrier()
+started = time.time()  # the same clock on every node: one kernel
 if hang and comm.rank == 0:
     os.remove(sys.argv[2])
 if hang:
     time.sleep(600)
+time.sleep(float(sys.argv[3]) if len(sys.argv) > 3 else 0.0)  # computation: lets trials in flight overlap
 block = np.full(1 << 20, comm.rank, dtype=np.uint8)
 fh = MPI.File.Open(comm, sys.argv[1], MPI.MODE_CREATE | MPI.MODE_WRONLY)
 fh.Write_at_all(comm.rank * block.nbytes, block)
@@ -45,7 +47,7 @@ hints = {key: info.Get(key) for key in ("cb_nodes", "cb_config_list", "romio_agg
 fh.Close()
 hosts = comm.gather(socket.gethostname())
 if comm.rank == 0:
-    print(json.dumps({"hosts": hosts, "hints": hints}))
+    print(json.dumps({"hosts": hosts, "hints": hints, "ran": [started, time.time()]}))
 '''
 
 
@@ -193,7 +195,7 @@ def test_trials_in_flight_run_on_disjoint_nodes(tmp_path):
     except ClusterUnavailable as exc:
         pytest.skip(f"the multi-node test cluster cannot start here: {exc}")
     try:
-        argv = tune_across_nodes(four, tmp_path, 5)
+        argv = tune_across_nodes(four, tmp_path, 5, str(tmp_path / "never"), "4")  # runs of 4 s: two at once
         argv[argv.index("--ranks") + 1] = "2"
         done = subprocess.run(four.command([*argv, "--in-flight", "2"]), capture_output=True, text=True,
                               timeout=300, cwd=tmp_path, env={**four.env(), "IOBO_CLUSTER_NODES_PER_TRIAL": "2",
@@ -204,12 +206,14 @@ def test_trials_in_flight_run_on_disjoint_nodes(tmp_path):
         four.down()
     trials = optuna.load_study(study_name="cluster", storage=f"sqlite:///{tmp_path / 'iobo.db'}").trials
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 5
-    hosts = {t.number: set(json.loads(t.user_attrs["stdout_tail"].strip().splitlines()[-1])["hosts"]) for t in trials}
+    printed = {t.number: json.loads(t.user_attrs["stdout_tail"].strip().splitlines()[-1]) for t in trials}
+    hosts = {number: set(out["hosts"]) for number, out in printed.items()}
     assert all(len(h) == 2 for h in hosts.values()), hosts  # each trial: its 2 ranks on 2 nodes
+    ran = {number: out["ran"] for number, out in printed.items()}  # when its program ran (not asked, told)
     overlapping = [(a, b) for a in trials for b in trials if a.number < b.number
-                   and a.datetime_start < b.datetime_complete and b.datetime_start < a.datetime_complete]
+                   and ran[a.number][0] < ran[b.number][1] and ran[b.number][0] < ran[a.number][1]]
     assert overlapping, "no two trials ran at once"
-    assert all(not hosts[a.number] & hosts[b.number] for a, b in overlapping), (hosts, blocks)
+    assert all(not hosts[a.number] & hosts[b.number] for a, b in overlapping), (hosts, ran, blocks)
     assert {"node[1-2]", "node[3-4]"} <= set(blocks), blocks  # exclusive blocks of 2 nodes
 
 
