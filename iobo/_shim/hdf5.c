@@ -697,14 +697,15 @@ static herr_t file_close(hid_t file_id, close_run run, const void *args)
     return status;
 }
 
-struct fclose_args {
-    H5Fclose_fn real;
+/* A call on one id (H5Fclose, H5Idec_ref), for file_close's `run`. */
+struct id_call {
+    herr_t (*real)(hid_t);
     hid_t id;
 };
 
-static herr_t run_fclose(const void *args)
+static herr_t run_id_call(const void *args)
 {
-    const struct fclose_args *a = args;
+    const struct id_call *a = args;
     return a->real(a->id);
 }
 
@@ -714,8 +715,8 @@ herr_t H5Fclose(hid_t file_id)
     H5Fclose_fn real = REAL(H5Fclose);
     if (!real)
         return -1;
-    struct fclose_args args = {real, file_id};
-    return file_close(file_id, run_fclose, &args);
+    struct id_call args = {real, file_id};
+    return file_close(file_id, run_id_call, &args);
 }
 
 /* Calls that change nothing: they count in the I/O phases (a chunked
@@ -798,17 +799,6 @@ typedef hid_t (*H5Oopen_fn)(hid_t, const char *, hid_t);
 static H5Idec_ref_fn real_H5Idec_ref;
 static H5Oopen_fn real_H5Oopen;
 
-struct decref_args {
-    H5Idec_ref_fn real;
-    hid_t id;
-};
-
-static herr_t run_decref(const void *args)
-{
-    const struct decref_args *a = args;
-    return a->real(a->id);
-}
-
 int H5Idec_ref(hid_t id)
 {
     H5Idec_ref_fn real = REAL(H5Idec_ref);
@@ -822,10 +812,10 @@ int H5Idec_ref(hid_t id)
     } H5E_END_TRY;
     if (refs != 1 || (type != H5I_FILE && type != H5I_DATASET))
         return real(id);
-    struct decref_args args = {real, id};
     if (type == H5I_FILE) {
         ensure_init();
-        return file_close(id, run_decref, &args);
+        struct id_call args = {real, id};
+        return file_close(id, run_id_call, &args);
     }
     add(&hdf5_calls, 1);
     uint64_t phase = phase_enter();
