@@ -1,0 +1,88 @@
+"""experiments.harness.truth: per-configuration medians, their standard errors, the set S, intervals."""
+
+import math
+import subprocess
+
+import numpy as np
+import pytest
+
+from experiments.harness import problems, truth
+from experiments.harness.runs import commit
+
+SPREAD = (0.9, 0.95, 1.0, 1.05, 1.1)  # every configuration's repeats: its median times these
+
+
+def write_table(path, medians_mb_per_s, spread=SPREAD):
+    """A one-parameter table: configuration ``a=i`` has repeats ``medians[i] * spread``."""
+    lines = ["a,repeat,mb_per_s"]
+    for i, median in enumerate(medians_mb_per_s):
+        lines += [f"{i},{r},{median * f:.3f}" for r, f in enumerate(spread)]
+    path.write_text("\n".join(lines) + "\n")
+    return problems.load_table(path, default={"a": 0})
+
+
+def test_s_holds_the_configurations_within_one_standard_error_of_the_best(tmp_path):
+    # every configuration has the same spread, so the same standard error of its log median (~0.04):
+    # 970 is within it of 1000 (log gap 0.03), 900 is not (0.105)
+    table = write_table(tmp_path / "t.csv", [500, 1000, 900, 970, 700, 300])
+    known = truth.truth_of(table, seed=1)
+    assert known.best == pytest.approx(1000)
+    assert 0.03 < known.se < 0.08
+    assert np.allclose(known.log_se, known.se, atol=0.02)
+    assert known.threshold == pytest.approx(1000 * math.exp(-known.se))
+    assert known.members == {problems.config_key({"a": 1}), problems.config_key({"a": 3})}
+    assert known.in_s(table.truth({"a": 3})) and not known.in_s(table.truth({"a": 2}))
+    assert known.detectable and known.p_differ < 1e-6
+    assert np.array_equal(truth.truth_of(table, seed=1).log_se, known.log_se)  # seeded
+
+
+def test_a_wider_spread_widens_s(tmp_path):
+    wide = (0.6, 0.8, 1.0, 1.25, 1.6)  # log spread ~ +-0.47: a standard error of ~0.2
+    table = write_table(tmp_path / "t.csv", [500, 1000, 900, 970, 700, 300], spread=wide)
+    known = truth.truth_of(table, seed=1)
+    assert 0.12 < known.se < 0.35
+    assert known.members == {problems.config_key({"a": i}) for i in (1, 2, 3)}  # 900 within exp(-se) of 1000
+
+
+def test_configurations_that_differ_only_by_noise_are_not_detectable(tmp_path):
+    rng = np.random.default_rng(3)
+    lines = ["a,repeat,mb_per_s"] + [f"{i},{r},{1000 * math.exp(0.3 * rng.standard_normal()):.3f}"
+                                     for i in range(12) for r in range(5)]
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
+    known = truth.truth_of(problems.load_table(tmp_path / "t.csv", default={"a": 0}), seed=0)
+    assert not known.detectable
+    assert known.held < 0.9  # the "best" by median is luck: S misses the resampled best often
+
+
+def test_a_known_truth_problem_has_s_at_99_percent_of_its_optimum_and_15_percent_noise():
+    model = problems.synthetic("mpiio6-cv15")
+    known = truth.truth_of(model)
+    assert known.known and known.detectable
+    assert known.threshold == pytest.approx(0.99 * model.best)
+    rng = np.random.default_rng(0)
+    config = model.default
+    ratios = np.log([model.measure(config, rng) / model.truth(config) for _ in range(4000)])
+    assert np.std(ratios) == pytest.approx(math.sqrt(math.log(1 + 0.15**2)), rel=0.05)  # 15% multiplicative
+    assert problems.synthetic("mpiio6").best == model.best  # same model, other noise
+
+
+def test_median_interval_is_a_seeded_bootstrap_percentile_interval():
+    values = [3, 7, 9, 10, 12, 14, 15, 40, 41, 60]
+    median, low, high = truth.median_interval(values, seed=0)
+    assert median == 13
+    assert low <= 10 and 14 <= high <= 41
+    assert truth.median_interval(values, seed=0) == (median, low, high)
+    assert truth.median_interval([5] * 20) == (5, 5, 5)
+
+
+def test_a_results_header_marks_a_dirty_tree(tmp_path, monkeypatch):
+    git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    (tmp_path / "script.py").write_text("x = 1\n")
+    git("add", "script.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    monkeypatch.chdir(tmp_path)
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    assert commit() == head
+    (tmp_path / "script.py").write_text("x = 2\n")
+    assert commit() == f"{head}-dirty"
