@@ -15,9 +15,12 @@ inside ``NO_EFFECT_BAND``, 0.95x-1.05x: reverted) and **undecided** (it
 holds 1 and reaches outside the band: the test cannot tell a gain from no
 effect). An undecided test gets ``pairs`` more pairs at a time, up to
 ``MAX_TEST_PAIRS`` pairs in all and ``MAX_TEST_SECONDS`` of extra
-measuring. Still undecided, the change is reverted (the walk errs towards
-the default: it was not *shown* to help), and the minimal configuration
-lists it with the pairs that would settle it (:meth:`Minimal.undecided`,
+measuring, and while the whole walk-back has run for less than its budget
+(``WALK_BACK_BUDGET_S``; once it is spent, every test still runs its first
+``pairs`` pairs, but none measures more). Still undecided, the change is
+reverted (the walk errs towards the default: it was not *shown* to help),
+and the minimal configuration lists it with the pairs that would settle it
+(:meth:`Minimal.undecided`,
 :meth:`Step.pairs_to_settle`), so that a report does not present "keep the
 system default" as "nothing can help". Each change kept is then tested
 once more, with new pairs, on the minimal configuration itself, and stays
@@ -62,6 +65,15 @@ fits inside ``NO_EFFECT_BAND`` about half the time."""
 MAX_TEST_SECONDS = 300.0
 """Wall-clock seconds a test may spend on extra pairs (beyond its first ``pairs``): no new round starts after them,
 so a slow program (a minute a run) is not measured for 40 minutes per knob; the verdict says which limit stopped it."""
+WALK_BACK_BUDGET_S = 900.0
+"""Wall-clock seconds from the start of a walk-back after which no undecided test measures more pairs: the tests
+(and re-tests) from then on run their first ``pairs`` pairs only, so that no change is kept or reverted without a
+measurement, and an undecided one is reverted and listed with the pairs that would settle it. The per-test caps
+alone let a walk of k tests take k times ``MAX_TEST_SECONDS`` and more (a round started is finished): the direct
+CaNS walk-back (experiments/results/kernels-cans.txt: 7.8 s a run, longer at load 3-8) ran 112 runs and was still
+measuring undecided changes when it was stopped after 57 min. 900 s is three tests' ``MAX_TEST_SECONDS``; at the
+demo kernel's 2 s a run it holds 225 pairs, eleven tests at the ``MAX_TEST_PAIRS`` cap, so it binds on slow
+programs and loaded machines, not on the demo. ``iobo tune --walk-back-budget SECONDS`` sets it."""
 SETTLE_AT_MOST = 10_000
 """Upper clamp of :meth:`Step.pairs_to_settle` (a ratio of exactly 1 with noise never settles as a gain)."""
 TEST_LEVEL = 0.95
@@ -163,13 +175,19 @@ class Minimal:
 
     changes: parameter -> value, what differs from the system default;
     steps: the tests, in order; not_applied: knobs reverted without a test
-    because the environment reported them without effect (reason each).
+    because the environment reported them without effect (reason each);
+    budget_s: the walk-back's budget in seconds (``WALK_BACK_BUDGET_S``;
+    None for a walk stored before it had one); ended_by_budget: True when
+    the budget was spent while a test was undecided, so that test, and any
+    later one left undecided by its first pairs, measured no more.
     """
 
     from_trial: int
     changes: dict[str, Any]
     steps: list[Step] = field(default_factory=list)
     not_applied: dict[str, str] = field(default_factory=dict)
+    budget_s: float | None = None
+    ended_by_budget: bool = False
 
     def contribution(self, knob: str) -> Step | None:
         """The last step that tested ``knob`` (its re-test, if it had one), or None."""
@@ -205,16 +223,25 @@ class Minimal:
         """The undecided tests' knobs, ``a+b`` for knobs tested as one group, ``, ``-separated ("" when none)."""
         return ", ".join("+".join(s.knobs) for s in self.undecided())
 
+    def budget_text(self) -> str:
+        """``the walk-back's budget of 900 s was spent, so undecided tests measured no more pairs`` when the budget
+        ended the measuring of an undecided test (:attr:`ended_by_budget`), else ""."""
+        if not self.ended_by_budget:
+            return ""
+        return f"the walk-back's budget of {self.budget_s:g} s was spent, so undecided tests measured no more pairs"
+
     def conclusion(self) -> str:
         """What the walk-back shows in one line: the changes that matter, or when none does, that the system
-        default is kept because no change was *shown* to help, naming the undecided ones."""
+        default is kept because no change was *shown* to help, naming the undecided ones (and saying when the
+        walk-back's budget ended their measuring)."""
         undecided = self.undecided_knobs()
+        budget = f" ({self.budget_text()})" if self.budget_text() and undecided else ""
         if self.changes:
             kept = f"{len(self.changes)} change(s) shown to matter: {', '.join(self.changes)}"
-            return kept + (f"; undecided, reverted: {undecided}" if undecided else "")
+            return kept + (f"; undecided, reverted: {undecided}{budget}" if undecided else "")
         if undecided:
             return (f"the system default is kept because no change was shown to help; undecided (more pairs could "
-                    f"show a gain): {undecided}")
+                    f"show a gain): {undecided}{budget}")
         if not self.steps:
             return "no change to test: the configuration walked back from is the system default"
         return "no change matters: each was shown to have no effect or to slow the run"
@@ -225,12 +252,15 @@ class Minimal:
         lines += [f"  {step.describe()}" for step in self.steps]
         if self.undecided():
             lines.append(f"  undecided: {self.undecided_text()}")
+        if self.budget_text():
+            lines.append(f"  {self.budget_text()}")
         lines += [f"  {k}: not applied here ({reason}); not exported" for k, reason in self.not_applied.items()]
         return "\n".join(lines)
 
     def to_attr(self) -> dict[str, Any]:
         return {"from_trial": self.from_trial, "changes": dict(self.changes),
-                "steps": [asdict(s) for s in self.steps], "not_applied": dict(self.not_applied)}
+                "steps": [asdict(s) for s in self.steps], "not_applied": dict(self.not_applied),
+                "budget_s": self.budget_s, "ended_by_budget": self.ended_by_budget}
 
     @classmethod
     def from_attr(cls, attr: Mapping[str, Any]) -> "Minimal":
@@ -238,7 +268,8 @@ class Minimal:
                       tuple(s["without_mb_per_s"]), s.get("retest", False), s.get("level", TEST_LEVEL),
                       s.get("stopped", ""))
                  for s in attr["steps"]]
-        return cls(attr["from_trial"], dict(attr["changes"]), steps, dict(attr["not_applied"]))
+        return cls(attr["from_trial"], dict(attr["changes"]), steps, dict(attr["not_applied"]),
+                   attr.get("budget_s"), attr.get("ended_by_budget", False))
 
 
 Measure = Callable[[Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]], list[float | None]]
@@ -279,9 +310,37 @@ def changed_knobs(space, values: Mapping[str, Any]) -> list[str]:
     return [p.name for p in space if p.name in values and values[p.name] != p.default]
 
 
+def check_walk_back_budget(seconds, name: str = "budget_s") -> float:
+    """``seconds`` as a walk-back budget (:data:`WALK_BACK_BUDGET_S`); :class:`ConfigError` naming ``name``
+    unless it is a number of seconds >= 0 (``inf``: no budget beyond each test's own)."""
+    import math
+
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or math.isnan(seconds) or seconds < 0:
+        raise ConfigError(f"{name} must be a number of seconds >= 0 (how long the walk-back may measure before "
+                          f"undecided tests get no more pairs; 0: each test runs its first pairs only; inf: only "
+                          f"each test's {MAX_TEST_SECONDS:.0f} s); got {seconds!r}")
+    return float(seconds)
+
+
+class _Budget:
+    """The walk-back's budget: spent ``seconds`` after it was made; ``ended`` once it stopped an undecided test."""
+
+    def __init__(self, seconds: float) -> None:
+        import time
+
+        self.seconds, self.ended = seconds, False
+        self._deadline = time.monotonic() + seconds
+
+    def spent(self) -> bool:
+        import time
+
+        return time.monotonic() >= self._deadline
+
+
 def walk_back(space, workload, incumbent: Mapping[str, Any], from_trial: int, measure: Measure,
               importance: Mapping[str, float] | None = None, not_applied: Mapping[str, str] | None = None,
-              pairs: int = 3, extra_seconds: float = MAX_TEST_SECONDS) -> Minimal:
+              pairs: int = 3, extra_seconds: float = MAX_TEST_SECONDS,
+              budget_s: float = WALK_BACK_BUDGET_S) -> Minimal:
     """Test the incumbent's changes from the default and keep those that matter (see the module docstring).
 
     importance: parameter -> share (the GP ablation view); knobs under
@@ -291,10 +350,14 @@ def walk_back(space, workload, incumbent: Mapping[str, Any], from_trial: int, me
     halves, tested in turn. not_applied: knobs reverted untested.
     pairs: interleaved (with, without) runs per test (>= 2), and per extra
     round of an undecided test; extra_seconds: the wall-clock seconds each
-    test may spend on such extra rounds (``MAX_TEST_SECONDS``).
+    test may spend on such extra rounds (``MAX_TEST_SECONDS``); budget_s:
+    the wall-clock seconds from now after which no test starts an extra
+    round (``WALK_BACK_BUDGET_S``; the walk then ends in about its tests'
+    first rounds: one round in flight and each later test's first ``pairs``).
     """
     if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 2:
         raise ConfigError(f"minimizing needs at least 2 interleaved pairs per test; got pairs={pairs!r}")
+    budget = _Budget(check_walk_back_budget(budget_s))
     not_applied = {k: v for k, v in (not_applied or {}).items() if k in changed_knobs(space, incumbent)}
     current = revert(space, workload, space.complete(incumbent), list(not_applied))
     changed = changed_knobs(space, current)
@@ -311,7 +374,7 @@ def walk_back(space, workload, incumbent: Mapping[str, Any], from_trial: int, me
         knobs = [k for k in tests.pop(0) if k in changed_knobs(space, current)]
         if not knobs:
             continue
-        step, candidate = _test(space, workload, measure, current, knobs, len(steps), pairs, extra_seconds)
+        step, candidate = _test(space, workload, measure, current, knobs, len(steps), pairs, extra_seconds, budget)
         if step.kept and len(knobs) > 1 and step.without_mb_per_s:
             half = len(knobs) // 2  # the group matters as a whole: test each half (least important first)
             tests = [knobs[:half], knobs[half:]] + tests
@@ -327,19 +390,20 @@ def walk_back(space, workload, incumbent: Mapping[str, Any], from_trial: int, me
         knobs = [k for k in earlier.knobs if k in changed_knobs(space, current)]
         if not knobs:
             continue
-        step, candidate = _test(space, workload, measure, current, knobs, len(steps), pairs, extra_seconds,
+        step, candidate = _test(space, workload, measure, current, knobs, len(steps), pairs, extra_seconds, budget,
                                 retest=True)
         if not step.kept:
             current = candidate
         steps.append(step)
     changes = {k: current[k] for k in changed_knobs(space, current)}
-    return Minimal(from_trial, changes, steps, not_applied)
+    return Minimal(from_trial, changes, steps, not_applied, budget.seconds, budget.ended)
 
 
 def _test(space, workload, measure: Measure, current, knobs, number: int, pairs: int, extra_seconds: float,
-          retest: bool = False) -> tuple[Step, dict[str, Any]]:
-    """Measure ``current`` with and without ``knobs`` (interleaved pairs, more while undecided: see the module
-    docstring); the step and the configuration without them."""
+          budget: _Budget, retest: bool = False) -> tuple[Step, dict[str, Any]]:
+    """Measure ``current`` with and without ``knobs`` (interleaved pairs, more while undecided and neither the
+    test's ``extra_seconds`` nor the walk-back's ``budget`` is spent: see the module docstring); the step and the
+    configuration without them."""
     import time
 
     candidate = revert(space, workload, current, knobs)
@@ -359,6 +423,10 @@ def _test(space, workload, measure: Measure, current, knobs, number: int, pairs:
         if more <= 0:
             return _step(knobs, pairs_done, level, retest, f"measuring stopped at the cap of {MAX_TEST_PAIRS} "
                                                             f"pairs per test"), candidate
+        if budget.spent():
+            budget.ended = True
+            return _step(knobs, pairs_done, level, retest, f"measuring stopped: the walk-back's budget of "
+                                                            f"{budget.seconds:g} s was spent"), candidate
         if time.monotonic() - started >= extra_seconds:
             return _step(knobs, pairs_done, level, retest, f"measuring stopped: its {extra_seconds:.0f} s for "
                                                             f"extra pairs were spent"), candidate

@@ -7,9 +7,9 @@ import pytest
 
 from iobo import kernels
 from iobo.errors import ConfigError
-from iobo.measure import planned_pairs
-from iobo.minimize import (MATTERS, MAX_TEST_PAIRS, MINIMAL_ATTR, NO_EFFECT, NO_EFFECT_BAND, UNDECIDED, Minimal,
-                           proposed, recommendation, recommended, revert, walk_back)
+from iobo.measure import paired_ratio, planned_pairs
+from iobo.minimize import (MATTERS, MAX_TEST_PAIRS, MINIMAL_ATTR, NO_EFFECT, NO_EFFECT_BAND, UNDECIDED,
+                           WALK_BACK_BUDGET_S, Minimal, proposed, recommendation, recommended, revert, walk_back)
 from iobo.trials import ROLE_SEARCH
 
 from support.studies import add, confirmed, defaults, vpic_tuner
@@ -127,6 +127,7 @@ def test_a_wide_interval_holding_1_is_undecided_after_more_pairs_up_to_the_cap()
     assert re.fullmatch(rf"files=per_process: 1\.\d\dx, 95% CI 0\.\d\dx-\d\.\d\dx after 20 pairs, about "
                         rf"{needed - 20} more pairs would settle it", minimal.undecided_text(FILES_ONLY))
     assert "undecided: files" in minimal.describe()
+    assert minimal.budget_s == WALK_BACK_BUDGET_S and not minimal.ended_by_budget  # the test's cap stopped it
     again = Minimal.from_attr(minimal.to_attr())
     assert again == minimal and again.steps[0].stopped == step.stopped
 
@@ -139,6 +140,75 @@ def test_a_gain_nine_pairs_left_undecided_is_measured_until_it_matters():
     first = minimal.steps[0]
     assert first.verdict == MATTERS and first.interval[0] > 1.0 and 9 < len(first.with_mb_per_s) <= MAX_TEST_PAIRS
     assert minimal.changes == {"files": "per_process"}
+
+
+def timed(effects, cv, seconds_per_run, seed=4):
+    """A measure function whose every run takes ``seconds_per_run`` of wall clock (slept): 1000 MB/s times each
+    present effect, log-normal noise of ``cv`` drawn from the run's own seed (walk step, pair, arm), so the values
+    do not depend on how many runs came before it."""
+    import time
+
+    runs = []
+
+    def measure(pairs):
+        values = []
+        for config, attrs in pairs:
+            time.sleep(seconds_per_run)
+            rng = np.random.default_rng([seed, attrs["minimize_step"], attrs["pair"], attrs["arm"] == "with"])
+            value = 1000.0 * float(np.prod([f for (name, wanted), f in effects.items() if config.get(name) == wanted]))
+            values.append(value * float(np.exp(cv * rng.standard_normal())))
+            runs.append(dict(attrs))
+        return values
+
+    measure.runs = runs
+    return measure
+
+
+TWO_CHANGES = {**FILES_ONLY, "meta_block_size": 32768}
+EQUAL = {"files": 0.5, "meta_block_size": 0.5}  # each change tested on its own
+
+
+def test_the_walk_back_s_budget_ends_the_measuring_of_undecided_tests():
+    """Issue 31: the direct CaNS walk-back measured undecided changes for 57 min (112 runs) on a loaded machine.
+    Two changes each undecided on their first 3 pairs (an inert knob tested first, then a 1.3x gain; 50% CV a
+    run), runs of 0.2 s: with a 2 s budget for the whole walk, the first test measures extra rounds only while the
+    budget lasts (its first round ends after 1.2 s, a second after 2.4 s; without a budget it goes on to 15 pairs),
+    and the second test runs its first 3 pairs only (without a budget: 20). Both are reverted as undecided, with
+    the pairs that would settle them, and the conclusion says the budget ended the measuring."""
+    paired_ratio([1.0, 2.0], [1.0, 1.0])  # its first call imports SciPy (1.3 s here): not in the walk's 2 s
+    measure = timed({("files", "per_process"): 1.3}, cv=0.5, seconds_per_run=0.2)
+    minimal = walk_back(SPACE, WORKLOAD, TWO_CHANGES, 7, measure, EQUAL, pairs=3, budget_s=2.0)
+    first, second = minimal.steps
+    assert first.verdict == second.verdict == UNDECIDED and minimal.changes == {}
+    assert 3 < len(first.with_mb_per_s) < MAX_TEST_PAIRS and len(second.with_mb_per_s) == 3
+    assert first.stopped == second.stopped == "measuring stopped: the walk-back's budget of 2 s was spent"
+    assert len(measure.runs) == 2 * (len(first.with_mb_per_s) + 3)
+    assert minimal.undecided() == [first, second] and minimal.ended_by_budget and minimal.budget_s == 2.0
+    assert all(f"{s.settle_text()}" in minimal.undecided_text() for s in (first, second))
+    budget = "the walk-back's budget of 2 s was spent, so undecided tests measured no more pairs"
+    assert minimal.conclusion() == ("the system default is kept because no change was shown to help; undecided "
+                                    f"(more pairs could show a gain): {first.knobs[0]}, {second.knobs[0]} ({budget})")
+    assert f"  {budget}" in minimal.describe().splitlines()
+    again = Minimal.from_attr(minimal.to_attr())
+    assert again == minimal and again.ended_by_budget
+
+
+def test_a_walk_back_budget_of_0_gives_each_test_its_first_pairs_only():
+    """No time to settle anything: each test runs its first pairs and stops there, undecided, saying why; the
+    same walk without that budget measures the first test on (the 1.59x gain of the demo at 45% CV settles)."""
+    effects = {("files", "per_process"): 1.59}
+    minimal = walk_back(SPACE, WORKLOAD, TWO_CHANGES, 7, timed(effects, 0.45, 0.0), EQUAL, pairs=3, budget_s=0)
+    assert [len(s.with_mb_per_s) for s in minimal.steps] == [3, 3]
+    assert {s.verdict for s in minimal.steps} == {UNDECIDED} and minimal.ended_by_budget
+    assert "the walk-back's budget of 0 s was spent" in minimal.steps[0].stopped
+    unbounded = walk_back(SPACE, WORKLOAD, TWO_CHANGES, 7, timed(effects, 0.45, 0.0), EQUAL, pairs=3)
+    assert max(len(s.with_mb_per_s) for s in unbounded.steps) > 3 and not unbounded.ended_by_budget
+
+
+@pytest.mark.parametrize("budget", [-1, float("nan"), True, "900"])
+def test_a_walk_back_budget_that_is_not_seconds_is_refused(budget):
+    with pytest.raises(ConfigError, match=r"budget_s must be a number of seconds >= 0 .*; got "):
+        walk_back(SPACE, WORKLOAD, INCUMBENT, 7, noisy({}), budget_s=budget)
 
 
 def test_a_walk_round_trips_through_the_study_attr():
