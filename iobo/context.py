@@ -7,8 +7,8 @@ attr ``context`` (one dict, :meth:`Context.to_attr`):
 
 - kernel / command / task: what ran (one of them);
 - ranks, nodes: the job's MPI ranks and the compute nodes they span (nodes: as
-  the first completed trial's shim report counts its ranks' hosts, where it
-  names them; 1 before);
+  the first completed trial counts its ranks' hosts, a kernel's own report or
+  the shim's for a program; before, the node count the tuner was given, else 1);
 - bytes_per_rank: bytes one rank moves in one run (written + read), as the
   first completed trial measured it;
 - access_bytes: bytes one rank moves per write (or read) call: the kernel's
@@ -102,7 +102,7 @@ def kernel_context(kernel: "str | kernels.JobSpec", ranks: int, options: Mapping
     default = spec.space().default()
     layout = default.get("files", "shared" if spec.name in kernels.BUILTINS else None)
     what = {"command": spec.template} if spec.kind == "command" else {"kernel": spec.name}
-    return Context(ranks=ranks, nodes=workload.nodes, **what, kernel_options=dict(options),
+    return Context(ranks=ranks, nodes=workload.nodes or 1, **what, kernel_options=dict(options),
                    access_bytes=access, file_layout=layout,
                    characterization=dict(characterization) if characterization else None)
 
@@ -115,6 +115,8 @@ def record_context(study, context: Context) -> Context:
         old = Context.from_attr(stored)
         keep = {name: getattr(old, name) for name in (*MEASURED, "characterization")
                 if getattr(context, name) is None and getattr(old, name) is not None}
+        if "fs_type" in keep:  # the nodes were measured by the same run (see _measured)
+            keep["nodes"] = old.nodes
         context = replace(context, **keep)
     if context.to_attr() != stored:
         study.set_user_attr(CONTEXT_ATTR, context.to_attr())
@@ -158,7 +160,14 @@ def _measured(context: Context, attrs: Mapping[str, Any]) -> Context:
         found["bytes_per_rank"] = int(attrs["bytes"]) // context.ranks
     if context.fs_type is None and attrs.get("fs_type"):
         found["fs_type"] = attrs["fs_type"]
-        hosts = [host for host in (attrs.get("io") or {}).get("hosts", {}) if host]
-        if hosts:  # measured with the file system, by the same first completed run
-            found["nodes"] = len(hosts)
+        nodes = hosts_ran_on(attrs)
+        if nodes:  # measured with the file system, by the same first completed run
+            found["nodes"] = nodes
     return replace(context, **found)
+
+
+def hosts_ran_on(attrs: Mapping[str, Any]) -> int | None:
+    """How many hosts a completed run's ranks ran on, from its trial attrs: a kernel's own ``hosts``, or the
+    shim's ``io.hosts`` for a program; None when the run did not say."""
+    hosts = [host for host in (attrs.get("hosts") or (attrs.get("io") or {}).get("hosts") or {}) if host]
+    return len(hosts) or None

@@ -51,22 +51,26 @@ def format_value(value: Any, unit: str = "") -> str:
 class Workload:
     """What a configuration is checked against before launch.
 
-    ranks: MPI ranks of the job; nodes: compute nodes it spans;
+    ranks: MPI ranks of the job; nodes: compute nodes (hosts) it spans, or
+    ``None`` when not known (the rules that need it then hold vacuously);
     dataset_bytes: size of the largest single dataset written (bytes), or
     ``None`` when the kernel does not say.
     """
 
     ranks: int = 1
-    nodes: int = 1
+    nodes: int | None = None
     dataset_bytes: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("ranks", "nodes"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if name == "nodes" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SpaceError(f"workload {name} must be a positive integer; got {value!r}")
-        if self.nodes > self.ranks:
-            raise SpaceError(f"workload nodes ({self.nodes}) must not exceed ranks ({self.ranks})")
+        if self.nodes is not None and self.nodes > self.ranks:
+            raise SpaceError(f"workload nodes ({self.nodes}) must not exceed ranks ({self.ranks}): each node runs "
+                             f"at least one rank; ask for fewer nodes or more ranks")
         if self.dataset_bytes is not None and self.dataset_bytes < 1:
             raise SpaceError(f"workload dataset_bytes must be positive; got {self.dataset_bytes!r}")
 
@@ -214,6 +218,41 @@ class AggregatorsWithinRanks(Constraint):
         return values
 
 
+def aggregators_allowed(cb_config_list: str, ranks: int, nodes: int) -> int:
+    """The most collective-buffering aggregators ROMIO can place: ``cb_config_list`` ``"*:k"`` allows k per host
+    (at most the ranks on it), ``"*:*"`` every rank; ``ranks`` spread as evenly as a launcher spreads them
+    over ``nodes`` hosts (``ceil`` on the first ``ranks % nodes``). ROMIO lowers ``cb_nodes`` to this."""
+    per_host = cb_config_list.rpartition(":")[2]
+    if per_host == "*":
+        return ranks
+    fuller, rest = ranks % nodes, ranks // nodes
+    return fuller * min(int(per_host), rest + 1) + (nodes - fuller) * min(int(per_host), rest)
+
+
+class AggregatorsWithinHosts(Constraint):
+    """ROMIO lowers ``cb_nodes`` to the aggregators ``cb_config_list`` allows on the job's hosts (``*:1``, its
+    default: one per host; on one host, one), so a larger value is the same run as that limit."""
+
+    def violation(self, values, workload):
+        cb_nodes = values.get("cb_nodes")
+        if cb_nodes is None or workload is None or workload.nodes is None:
+            return None
+        config_list = values.get("cb_config_list") or "*:1"
+        allowed = aggregators_allowed(config_list, workload.ranks, workload.nodes)
+        if cb_nodes <= allowed:
+            return None
+        return (f"cb_nodes={cb_nodes} exceeds the {allowed} aggregator(s) cb_config_list={config_list!r} allows "
+                f"for {workload.ranks} ranks on {workload.nodes} node(s) (ROMIO would lower it to {allowed}); "
+                f"allowed: cb_nodes <= {allowed}, or a cb_config_list with more aggregators per node "
+                f"('*:*': up to {workload.ranks})")
+
+    def repair(self, values, workload):
+        if self.violation(values, workload):
+            allowed = aggregators_allowed(values.get("cb_config_list") or "*:1", workload.ranks, workload.nodes)
+            values["cb_nodes"] = _largest_at_most(values, "cb_nodes", allowed)
+        return values
+
+
 def _largest_at_most(values: dict[str, Any], name: str, limit: int) -> Any:
     """Largest allowed value of parameter ``name`` that is <= ``limit``.
 
@@ -224,7 +263,8 @@ def _largest_at_most(values: dict[str, Any], name: str, limit: int) -> Any:
     return max(fitting) if fitting else min(v for v in choices if v is not None)
 
 
-DEFAULT_CONSTRAINTS: tuple[Constraint, ...] = (AlignmentOrder(), ChunkWithinDataset(), AggregatorsWithinRanks())
+DEFAULT_CONSTRAINTS: tuple[Constraint, ...] = (AlignmentOrder(), ChunkWithinDataset(), AggregatorsWithinRanks(),
+                                                AggregatorsWithinHosts())
 
 
 @dataclass(frozen=True)

@@ -497,6 +497,7 @@ def outcome_attrs(outcome: Mapping[str, Any]) -> dict[str, Any]:
         "requested_hints": result.get("requested_hints", {}),
         "not_applied": result.get("not_applied", {}),
         "fs_type": result.get("fs_type"),
+        **({"hosts": result["hosts"]} if result.get("hosts") else {}),  # a kernel's: {host: [rank, ...]}
         "command": " ".join(outcome["command"]),
         **{key: result[key] for key in SHIM_KEYS + ("stdout_tail",) if key in result},
         **({"workdir": outcome["workdir"]} if outcome.get("workdir") else {}),

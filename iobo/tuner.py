@@ -22,14 +22,14 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from iobo import _compat, kernels, launch, trials, watchdog
 from iobo.errors import ConfigError, Interrupted, JobEnded, KernelError, KernelPruned, WorkerLost
 from iobo.config import IOConfig
-from iobo.context import kernel_context, note_outcome, record_context
+from iobo.context import hosts_ran_on, kernel_context, note_outcome, record_context
 from iobo.launch import KernelJob, MPILauncher, MpiexecLauncher
 from iobo.measure import format_mb_per_s
 from iobo.runners import Runner
@@ -105,7 +105,11 @@ class Tuner:
     configurations their contextual GP predicts best here run right after
     the default runs, and the GP sampler made when ``sampler`` is None takes
     that GP as its prior mean, weighted by how well it predicts this
-    study's runs; without such studies the study starts cold.
+    study's runs; without such studies the study starts cold. nodes: the
+    compute nodes each trial spans (default: the launcher's ``nodes``, else
+    unknown); once a run reports the hosts its ranks ran on, that count is
+    the workload's (the space's node rules, e.g. ``cb_nodes`` within what
+    ``cb_config_list`` allows, follow the hosts the trials really span).
     """
 
     kernel: str | kernels.JobSpec = "vpic"
@@ -132,6 +136,7 @@ class Tuner:
     default_every: int = 10
     characterization: Mapping[str, Any] | None = None
     warm_start: bool = False
+    nodes: int | None = None
 
     def __post_init__(self) -> None:
         checks = [
@@ -163,7 +168,8 @@ class Tuner:
                               f"print: tune it without a pruner")
         self.kernel_options = spec.resolve_options(self.kernel_options)
         self.space = self.space or spec.space()
-        self.workload = spec.workload(self.ranks, self.kernel_options)
+        nodes = self.nodes if self.nodes is not None else getattr(self.launcher, "nodes", None)
+        self.workload = replace(spec.workload(self.ranks, self.kernel_options), nodes=nodes)
         self.study = self.study or f"{spec.name}-{self.ranks}ranks"
         if self.trials < self.default_repeats + 1:
             raise ConfigError(
@@ -203,7 +209,10 @@ class Tuner:
     def run(self):
         """Tune until the study holds ``trials`` finished trials; returns the study."""
         study = self.open_study()
-        record_context(study, kernel_context(self.kernel, self.ranks, self.kernel_options, self.characterization))
+        stored = record_context(study, replace(kernel_context(self.kernel, self.ranks, self.kernel_options,
+                                                              self.characterization), nodes=self.workload.nodes or 1))
+        if stored.fs_type is not None:  # a resumed study: its first completed run measured the hosts too
+            self._learn_nodes(stored.nodes)
         self._fail_stale(study)
         self.enqueue_defaults(study)
         self.enqueue_warm_start(study)
@@ -605,6 +614,7 @@ class Tuner:
         study.tell(trial, outcome["mb_per_s"])
         self._freeze_environment_limits(study, outcome["result"], default=role == ROLE_DEFAULT)
         note_outcome(study, trials.outcome_attrs(outcome))
+        self._learn_nodes(hosts_ran_on(trials.outcome_attrs(outcome)))
         best = trials.best_trial(study)  # None in a study of re-measurements only (iobo tune --via-kernel's)
         changed = IOConfig(trial.user_attrs["config"], self.space).changed()
         self._say(
@@ -612,6 +622,16 @@ class Tuner:
             + (f"best {format_mb_per_s(best.value):>9} MB/s (trial {best.number})   " if best else "")
             + f"{_short(changed) or 'system default'}"
         )
+
+    def _learn_nodes(self, measured: int | None) -> None:
+        """Make the workload's node count the ``measured`` number of hosts a run's ranks ran on (None: the run did
+        not say), saying so when it differs from the count the tuner was given."""
+        if not measured or measured == self.workload.nodes:
+            return
+        if self.workload.nodes is not None:
+            self._say(f"the runs' ranks ran on {measured} host(s), not the {self.workload.nodes} node(s) given: "
+                      f"the search follows the {measured} host(s)")
+        self.workload = replace(self.workload, nodes=measured)
 
     def _freeze_environment_limits(self, study, result: Mapping[str, Any], default: bool) -> None:
         """Freeze (study attr ``frozen``) the knobs no configuration can make take effect: on this file system
@@ -734,8 +754,6 @@ class Tuner:
         """The warm start's :class:`iobo.transfer.TransferModel` (looked for once; saying which studies it
         learnt from), or None: no ``warm_start``, or no earlier study of the kernel in the storage."""
         if not self._transfer_looked:
-            from dataclasses import replace
-
             from iobo.stack import filesystem_type
             from iobo.transfer import warm_start
 

@@ -4,7 +4,7 @@ import optuna
 import pytest
 
 from iobo import SpaceError, Workload
-from iobo.space import KiB, MiB, Parameter, Space, io_stack_space
+from iobo.space import KiB, MiB, Parameter, Space, aggregators_allowed, io_stack_space
 
 
 @pytest.fixture
@@ -122,3 +122,39 @@ def test_size_counts_conditional_values(space):
     # contiguous x 2 transfer modes + chunked x 6 chunk sizes x 2 transfer modes
     assert small.size() == 2 + 6 * 2
     assert space.size() > 10**8
+
+
+@pytest.mark.parametrize("config_list, ranks, nodes, allowed", [
+    ("*:1", 2, 1, 1),  # ROMIO's default, one host: one aggregator (what MEASURED.md saw here)
+    ("*:1", 3, 3, 3),  # one per host (the test cluster read back cb_nodes 3, aggregators 0 1 2)
+    ("*:1", 3, 2, 2),
+    ("*:2", 3, 2, 3),  # 2 ranks on one host, 1 on the other: 2 + 1
+    ("*:4", 8, 2, 8),
+    ("*:4", 16, 2, 8),
+    ("*:*", 6, 3, 6),  # every rank may aggregate
+])
+def test_the_aggregators_cb_config_list_allows_on_the_jobs_hosts(config_list, ranks, nodes, allowed):
+    assert aggregators_allowed(config_list, ranks, nodes) == allowed
+
+
+def test_cb_nodes_above_what_cb_config_list_allows_on_the_hosts_is_refused_and_repaired(space):
+    one_host = Workload(ranks=4, nodes=1)
+    with pytest.raises(SpaceError, match=r"cb_nodes=4 exceeds the 1 aggregator\(s\) cb_config_list='\*:1' allows for "
+                                         r"4 ranks on 1 node\(s\) \(ROMIO would lower it to 1\); allowed: cb_nodes "
+                                         r"<= 1, or a cb_config_list with more aggregators per node \('\*:\*': up to 4\)"):
+        space.validate({"cb_nodes": 4}, one_host)
+    assert space.validate({"cb_nodes": 4, "cb_config_list": "*:*"}, one_host)["cb_nodes"] == 4
+    repaired, notes = space.repair({"cb_nodes": 4, "cb_config_list": "*:2"}, one_host)
+    assert repaired["cb_nodes"] == 2 and len(notes) == 1
+    three_hosts = Workload(ranks=6, nodes=3)
+    assert space.violations({"cb_nodes": 2}, three_hosts) == []  # 3 hosts: up to 3 under *:1
+    assert space.repair({"cb_nodes": 4}, three_hosts)[0]["cb_nodes"] == 2  # the largest power of 2 <= 3
+    # not known (a kernel process, a decorated task's default workload): nothing is refused for the hosts
+    assert space.violations({"cb_nodes": 4}, Workload(ranks=4)) == []
+
+
+def test_a_workload_spans_at_most_its_ranks_nodes():
+    with pytest.raises(SpaceError, match=r"workload nodes \(3\) must not exceed ranks \(2\)"):
+        Workload(ranks=2, nodes=3)
+    with pytest.raises(SpaceError, match=r"workload nodes must be a positive integer; got 0"):
+        Workload(ranks=2, nodes=0)

@@ -55,6 +55,10 @@ def add_parser(sub) -> None:
     kernel.add_argument("--compute", default="none", metavar="none|recorded|scale=X",
                         help="the computation between I/O calls: none (default), slept as recorded, or X times it")
     p.add_argument("--ranks", type=int, default=2, help="MPI ranks per trial (default: %(default)s)")
+    p.add_argument("--nodes", type=common.positive_int, metavar="N",
+                   help="compute nodes each trial spans (your Parsl config's nodes per block); the space then "
+                        "knows which cb_nodes cb_config_list allows. Default: the hosts the first run's ranks "
+                        "ran on, as its report names them")
     p.add_argument("--trials", type=int, default=30, help="finished trials the study should hold, default runs included")
     common.add_storage_args(p)
     common.add_run_args(p)
@@ -140,7 +144,7 @@ def make_tuner(args, kernel, options, study: str | None = None, suggest: bool = 
         default_repeats=args.default_repeats, timeout_s=args.timeout, seed=args.seed,
         launcher=common.launcher(args.mpiexec), runner=common.runner(args, args.in_flight),
         pruner=args.prune, stop_rule=RULES[args.stop_rule]() if args.stop_rule else None,
-        characterization=characterization, warmup=not args.no_warmup, warm_start=args.warm_start,
+        characterization=characterization, warmup=not args.no_warmup, warm_start=args.warm_start, nodes=args.nodes,
         **console_watchers(),
     )
     if args.sampler != "gp":  # the tuner makes the GP sampler itself (with a warm start's prior mean)

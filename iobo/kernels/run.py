@@ -173,6 +173,15 @@ class KernelRun:
         """Record whether every rank's values were right (``checked`` values compared over all ranks)."""
         self.verified, self.failure = checks.verdict(self.comm, self.spec.name, mismatches, checked, what)
 
+    def hosts(self) -> dict[str, list[int]]:
+        """Per host (``MPI.Get_processor_name``), the ranks that ran on it; the same on every rank."""
+        from mpi4py import MPI
+
+        hosts: dict[str, list[int]] = {}
+        for rank, host in enumerate(self.comm.allgather(MPI.Get_processor_name())):
+            hosts.setdefault(host, []).append(rank)
+        return dict(sorted(hosts.items()))
+
     def finish(self, **fields: Any) -> None:
         """Remove the files unless kept, print the result (``fields`` first); exit 1 when the check failed."""
         files.release_files(self.comm, self.my_files, self.kept)
@@ -180,7 +189,7 @@ class KernelRun:
             self.spec.name, self.ranks, self.written, self.read, **fields,
             effective=self.effective, requested_hints=self.hints, hints=self.effective_hints,
             not_applied=self.not_applied, fs_type=self.fs_type, files=self.all_files, kept=self.kept,
-            verified=self.verified, config=self.config.to_dict(),
+            verified=self.verified, config=self.config.to_dict(), hosts=self.hosts(),
         ))
         if self.verified is False:
             if self.rank == 0:
