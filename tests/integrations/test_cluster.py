@@ -156,6 +156,70 @@ def test_a_node_that_crashes_during_a_trial_fails_it_and_the_study_goes_on(clust
     cluster.wait_idle()
 
 
+def completed(storage, study="cluster"):
+    """How many trials of ``study`` are COMPLETE now (0 before the study exists)."""
+    try:
+        return sum(t.state == TrialState.COMPLETE for t in optuna.load_study(study_name=study, storage=storage).trials)
+    except KeyError:
+        return 0
+
+
+@pytest.mark.usefixtures("no_leftover_processes")
+@pytest.mark.parametrize("fault", ["crash", "link cut"])
+def test_a_node_lost_for_good_fails_its_trial_and_the_later_trials_run_on_the_other_nodes(cluster, tmp_path, fault):
+    """Trials of 3 ranks on 2 of the 3 nodes; during a search trial the block's lead node (where Parsl's worker
+    pool and mpiexec run) crashes or loses its link, and stays lost: that trial FAILs with the reason, Slurm marks
+    the node down and requeues the block, and the study's later trials run on the two other nodes. Once the node
+    is back, nothing of the study is left on it or elsewhere."""
+    storage = f"sqlite:///{tmp_path / 'iobo.db'}"
+    hang = cluster.base / "work" / f"{tmp_path.name}.hang"
+    argv = tune_across_nodes(cluster, tmp_path, 3 + 5, str(hang))
+    proc = subprocess.Popen(cluster.command(argv), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**cluster.env(), "IOBO_CLUSTER_NODES_PER_TRIAL": "2"})
+    victim = None
+    try:
+        deadline = time.monotonic() + 180
+        while completed(storage) < 3 and time.monotonic() < deadline:  # the default runs: the baseline stands
+            time.sleep(0.5)
+        hang.touch()  # the next run to start sleeps: a search trial
+        while hang.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not hang.exists(), "no search trial started within 180 s"
+        time.sleep(1)
+        running = cluster.job_processes()
+        victim = next(h for h, found in running.items() if any("process_worker_pool" in c for _, c in found))
+        assert any("where.py" in c for _, c in running[victim]), running
+        if fault == "crash":
+            cluster.crash_node(victim)
+        else:
+            cluster.cut_link(victim)
+        out, err = proc.communicate(timeout=420)
+    finally:
+        proc.kill()
+        if victim and fault == "crash":
+            cluster.start_node(victim)
+        elif victim:
+            cluster.restore_link(victim)
+    assert proc.returncode == 0, err[-3000:]
+    trials = optuna.load_study(study_name="cluster", storage=storage).trials
+    lost = next(t for t in trials if t.state == TrialState.FAIL)
+    assert lost.number >= 3 and lost.user_attrs["role"] == "search", lost.number
+    assert "Parsl worker running this trial was lost" in lost.user_attrs["fail_reason"], lost.user_attrs["fail_reason"]
+    later = [t for t in trials if t.number > lost.number and t.state == TrialState.COMPLETE]
+    assert len(later) >= 3, [(t.number, t.state, t.user_attrs.get("fail_reason")) for t in trials]
+    others = NODES - {victim}
+    for trial in later:  # the later trials: on the two other nodes
+        assert set(json.loads(trial.user_attrs["stdout_tail"].strip().splitlines()[-1])["hosts"]) == others, trial.number
+        assert set(trial.user_attrs["io"]["hosts"]) == others
+    cluster.wait_idle(timeout_s=120)  # the node is back in service (ReturnToService=2)
+    deadline = time.monotonic() + 60  # its slurmd, back in touch, ends what was left of the lost block
+    while any(cluster.job_processes().values()) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not any(cluster.job_processes().values()), cluster.job_processes()
+    jobs = on_login(cluster, ["squeue", "-h", "-o", "%i %T %N"]).splitlines()
+    assert not jobs, jobs
+
+
 @pytest.mark.usefixtures("no_leftover_processes")
 def test_a_tuner_killed_during_a_multi_node_trial_leaves_no_process_on_any_node(cluster, tmp_path):
     hang = cluster.base / "work" / f"{tmp_path.name}.hang"

@@ -227,7 +227,7 @@ SlurmdPort=6818
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket={b}/munge/munge.sock
+AuthInfo=socket={b}/munge/munge.sock,cred_expire=30
 CredType=cred/munge
 StateSaveLocation={b}/state
 SlurmdSpoolDir={b}/spool/%n
@@ -244,7 +244,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 MpiDefault=none
 ReturnToService=2
-SlurmdTimeout=30
+SlurmdTimeout=20
 KillWait=5
 OverTimeLimit=0
 InactiveLimit=0
@@ -289,6 +289,14 @@ MinJobAge=600
             except ProcessLookupError:
                 pass
         return pids
+
+    def cut_link(self, host: str) -> None:
+        """Take ``host``'s link to the bridge down (its processes keep running, unreachable), as a failed switch
+        port or cable; :meth:`restore_link` brings it back."""
+        self._ip("-n", self.netns(CONTROLLER[0]), "link", "set", f"v-{host}", "down", what=f"cut the link of {host}")
+
+    def restore_link(self, host: str) -> None:
+        self._ip("-n", self.netns(CONTROLLER[0]), "link", "set", f"v-{host}", "up", what=f"restore the link of {host}")
 
     def job_processes(self) -> dict[str, list[tuple[int, str]]]:
         """host -> (pid, command line) of the processes in each compute node's namespace other than its slurmd:
