@@ -80,6 +80,7 @@ class StudyReport:
     origins: list[tuple[int, str, float | None]] = field(default_factory=list)
     predicted: dict[int, float] = field(default_factory=dict)
     prior_weights: list[tuple[int, float]] = field(default_factory=list)
+    nodes: str | None = None  # the best run's hosts when it spanned several (iobo.nodes.describe_nodes)
     confirm_plan: dict[str, Any] | None = None  # the last confirmation's pairs and why (iobo.tuner.confirm_plan)
 
     @property
@@ -222,6 +223,8 @@ class StudyReport:
             rows.append(("default (baseline)", self.baseline.describe()))
         if self.best_value is not None:
             rows.append(("best (single run)", f"{format_mb_per_s(self.best_value)} MB/s (trial {self.best_number})"))
+        if self.nodes:
+            rows.append(("nodes (best run)", self.nodes))
         if self.confirmed:
             rows.append(("default, re-measured", self.confirm_default.describe()))
             rows.append(("best, re-measured", self.confirm_best.describe()))
@@ -383,6 +386,7 @@ class StudyReport:
             "best_by_layer": {layer: [{"parameter": n, "default": d, "best": b} for n, d, b in rows]
                               for layer, rows in self.best_by_layer.items()},
             "context": self.context,
+            "nodes": self.nodes,
             "origins": [{"trial": n, "origin": o, "mb_per_s": v, "predicted_speedup": self.predicted.get(n)}
                         for n, o, v in self.origins],
             "prior_weights": [{"trial": n, "weight": w} for n, w in self.prior_weights],
@@ -451,6 +455,7 @@ def build_report(study) -> StudyReport:
     from iobo.context import study_context
     from iobo.errors import ConfigError
     from iobo.minimize import recommendation
+    from iobo.nodes import describe_nodes
 
     trials = study.get_trials(deepcopy=False)
     counts: dict[str, int] = {}
@@ -514,6 +519,7 @@ def build_report(study) -> StudyReport:
         predicted={t.number: t.user_attrs["predicted_speedup"] for t in trials if "predicted_speedup" in t.user_attrs},
         prior_weights=[(t.number, t.system_attrs[PRIOR_WEIGHT_ATTR]) for t in trials
                        if t.state in finished and PRIOR_WEIGHT_ATTR in t.system_attrs],
+        nodes=describe_nodes(best.user_attrs) if best else None,
     )
 
 

@@ -15,6 +15,7 @@ import psutil
 import pytest
 from optuna.trial import TrialState
 
+from iobo.report import build_report
 from support.cluster import Cluster, ClusterUnavailable
 from support.processes import assert_gone
 
@@ -125,35 +126,69 @@ def test_trials_run_across_nodes_through_parsls_slurm_provider(cluster, tmp_path
     jobs = on_login(cluster, ["squeue", "-h", "-t", "all", "-o", "%i %T %N"]).splitlines()
     assert jobs and all(line.split()[1] != "RUNNING" for line in jobs), jobs  # the block ended with the tuner
     assert any(line.endswith("node[1-3]") for line in jobs), jobs  # a job held all three nodes
+    nodes = build_report(study).nodes  # the report's per-node line: ranks, bytes and aggregators of each host
+    assert nodes.startswith("3 hosts: node1 rank 0 (wrote 1.0 MB"), nodes
+
+
+SIX_RANKS = '''\
+"""VPIC-IO on 6 ranks over the cluster's 3 nodes, told nodes=3; after the default runs, two configurations ROMIO
+would treat differently on one host: cb_nodes=2 under '*:1' (one aggregator per host), cb_nodes=4 under '*:1'
+(above the 3 the hosts allow: repaired), cb_nodes=4 under '*:2' (6 allowed); one random search trial between."""
+import sys
+
+import optuna
+
+from iobo.runners.parsl import load_config_file
+from iobo.tuner import Tuner
+
+storage, workdir, site = sys.argv[1:4]
+
+
+def tuner(trials):  # a Parsl Config is loaded once: each tuner its own
+    return Tuner(kernel="vpic", ranks=6, trials=trials, storage=storage, study="vpic6", workdir=workdir, nodes=3,
+                 kernel_options={"particles": 65536, "steps": 1}, warmup=False, default_every=0,
+                 sampler=optuna.samplers.RandomSampler(seed=0), parsl_config=load_config_file(site))
+
+
+first = tuner(4)
+study = first.run()
+for asked in ({"cb_nodes": 2, "cb_config_list": "*:1"}, {"cb_nodes": 4, "cb_config_list": "*:1"},
+              {"cb_nodes": 4, "cb_config_list": "*:2"}):
+    study.enqueue_trial({**first.space.default(), "romio_cb_write": "enable", **asked})
+tuner(7).run()
+'''
 
 
 @pytest.mark.usefixtures("no_leftover_processes")
-def test_a_node_that_crashes_during_a_trial_fails_it_and_the_study_goes_on(cluster, tmp_path):
-    hang = cluster.base / "work" / f"{tmp_path.name}.hang"
-    hang.touch()  # the first trial's ranks sleep until node3 crashes under them
-    proc = subprocess.Popen(cluster.command(tune_across_nodes(cluster, tmp_path, 4, str(hang))), cwd=tmp_path,
-                            env=cluster.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while hang.exists() and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert not hang.exists(), "the first trial did not start within 120 s"
-        time.sleep(1)
-        assert len(cluster.crash_node("node3")) >= 3  # its slurmd, the step's slurmstepd, its rank
-        time.sleep(2)
-        cluster.start_node("node3")  # the node comes back: the study's next trials use it again
-        _, err = proc.communicate(timeout=240)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, err[-3000:]
-    trials = optuna.load_study(study_name="cluster", storage=f"sqlite:///{tmp_path / 'iobo.db'}").trials
-    assert trials[0].state == TrialState.FAIL
-    reason = trials[0].user_attrs["fail_reason"]
-    assert "exited with code" in reason and "[mpiexec@node1]" in reason, reason  # hydra lost node3's proxy
-    assert [t.state for t in trials[1:]] == [TrialState.COMPLETE] * 3
-    for trial in trials[1:]:
-        assert sorted(json.loads(trial.user_attrs["stdout_tail"].strip().splitlines()[-1])["hosts"]) == sorted(NODES)
-    cluster.wait_idle()
+def test_a_kernel_study_across_nodes_keeps_cb_nodes_within_what_its_hosts_allow(cluster, tmp_path):
+    """A built-in kernel on 6 ranks over 3 nodes: its own report names each rank's host, the context records 3
+    nodes, and ``cb_nodes`` is what it is on 3 hosts: 2 under ``*:1`` runs with 2 aggregators (on one host ROMIO
+    would lower it to 1), 4 under ``*:1`` is repaired to 2 before the run (3 hosts, one aggregator each), 4 under
+    ``*:2`` runs with 4; each by ROMIO's own read-back (``MPI_File_get_info``)."""
+    storage = f"sqlite:///{tmp_path / 'iobo.db'}"
+    workdir = cluster.base / "work" / tmp_path.name
+    workdir.mkdir()
+    script = tmp_path / "six_ranks.py"
+    script.write_text(SIX_RANKS)
+    on_login(cluster, [sys.executable, str(script), storage, str(workdir), str(ROOT / "workflows/site_cluster.py")],
+             timeout_s=600, cwd=tmp_path)
+    study = optuna.load_study(study_name="vpic6", storage=storage)
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 7
+    assert study.user_attrs["context"]["nodes"] == 3
+    for trial in study.trials:
+        hosts = trial.user_attrs["hosts"]  # the kernel's MPI_Get_processor_name on each rank
+        assert sorted(hosts) == sorted(NODES) and sorted(len(r) for r in hosts.values()) == [2, 2, 2], hosts
+    two, four_on_one_each, four_on_two_each = study.trials[4:]
+    read_back = [int(t.user_attrs["hints"]["cb_nodes"]) for t in study.trials[4:]]
+    assert [t.user_attrs["config"]["cb_nodes"] for t in study.trials[4:]] == [2, 2, 4]
+    assert read_back == [2, 2, 4], read_back
+    assert four_on_one_each.user_attrs["repaired"] == [
+        "cb_nodes=4 exceeds the 3 aggregator(s) cb_config_list='*:1' allows for 6 ranks on 3 node(s) (ROMIO would "
+        "lower it to 3); allowed: cb_nodes <= 3, or a cb_config_list with more aggregators per node ('*:*': up "
+        "to 6)"]
+    assert "repaired" not in two.user_attrs and "repaired" not in four_on_two_each.user_attrs
+    aggregators = four_on_two_each.user_attrs["hints"]["romio_aggregator_list"].split()
+    assert len(aggregators) == 4, aggregators
 
 
 def completed(storage, study="cluster"):
