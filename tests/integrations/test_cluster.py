@@ -191,6 +191,36 @@ def test_a_kernel_study_across_nodes_keeps_cb_nodes_within_what_its_hosts_allow(
     assert len(aggregators) == 4, aggregators
 
 
+@pytest.mark.usefixtures("no_leftover_processes")
+def test_a_journal_on_the_shared_directory_is_reached_from_every_node(cluster, tmp_path):
+    """Three trials at once, one node each (a Parsl block per node): each trial's worker, on its own node, opens
+    the study's journal in the cluster's shared directory and reports every step's bandwidth there for the
+    median pruner; the tuner on the login host reads them back."""
+    workdir = cluster.base / "work" / tmp_path.name
+    workdir.mkdir()
+    storage = f"journal:///{workdir / 'study.log'}"
+    done = subprocess.run(cluster.command([
+        sys.executable, "-m", "iobo.cli", "tune", "vpic", "--ranks", "2", "--trials", "9", "--in-flight", "3",
+        "--option", "particles=65536", "--option", "steps=3", "--prune", "median", "--no-warmup", "--confirm", "0",
+        "--sampler", "random", "--seed", "2", "--parsl-config", str(ROOT / "workflows/site_cluster.py"),
+        "--workdir", str(workdir), "--storage", storage, "--study", "journal"]), capture_output=True, text=True,
+        timeout=600, cwd=tmp_path, env={**cluster.env(), "IOBO_CLUSTER_NODES_PER_TRIAL": "1",
+                                        "IOBO_CLUSTER_IN_FLIGHT": "3"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    from iobo.storage import open_storage
+
+    trials = optuna.load_study(study_name="journal", storage=open_storage(storage)).trials
+    assert len(trials) == 9 and all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials), \
+        [(t.number, t.state, t.user_attrs.get("fail_reason")) for t in trials]
+    reported_from = set()
+    for trial in trials:
+        assert trial.intermediate_values, trial.number  # written by the worker on the trial's node
+        if trial.state == TrialState.COMPLETE:
+            assert len(trial.intermediate_values) == 3 and len(trial.user_attrs["hosts"]) == 1, trial.number
+            reported_from |= set(trial.user_attrs["hosts"])
+    assert reported_from == NODES, reported_from  # every node's worker reached the journal
+
+
 def completed(storage, study="cluster"):
     """How many trials of ``study`` are COMPLETE now (0 before the study exists)."""
     try:
