@@ -23,15 +23,27 @@
   MPI-IO level, ``iobo record --from-darshan``; :class:`DxtMissing` for a
   log without them), :mod:`iobo.replay.darshan`.
 
-Importing this package loads neither h5py, mpi4py nor pydarshan.
+Importing this package loads neither h5py, mpi4py nor pydarshan, and neither the recording (which loads iobo's
+launcher and kernels) nor the Darshan reader until one of their names is used: the replay process
+(:mod:`iobo.replay.run`, started in every trial) needs only the trace.
 """
 
 from iobo.replay._model import (GAP_FLOOR_S, OPEN_OPS, TRACE_FORMAT, TRACE_VERSION, WORKDIR, Trace, event_bytes,
                                opens_for_writing, without_gap)
 from iobo.replay._raw import NEVER_RECORDED, RAW_FORMAT, RAW_VERSION, raw_files, read_raw
-from iobo.replay.darshan import DxtMissing, from_darshan
-from iobo.replay.record import kernel_spec, record
+
+_LAZY = {"DxtMissing": "iobo.replay.darshan", "from_darshan": "iobo.replay.darshan",
+         "kernel_spec": "iobo.replay.record", "record": "iobo.replay.record"}
+"""Names imported from their module when first used (module ``__getattr__``)."""
 
 __all__ = ["DxtMissing", "GAP_FLOOR_S", "NEVER_RECORDED", "OPEN_OPS", "RAW_FORMAT", "RAW_VERSION", "TRACE_FORMAT",
            "TRACE_VERSION", "WORKDIR", "Trace", "event_bytes", "from_darshan", "kernel_spec", "opens_for_writing",
            "raw_files", "read_raw", "record", "without_gap"]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'iobo.replay' has no attribute {name!r}")

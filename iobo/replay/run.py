@@ -6,10 +6,11 @@ Each rank makes its events' calls in the recorded order, each the library call
 the program made, so the preloaded shim applies a configuration to them and
 measures them exactly as on the program:
 
-- HDF5 through h5py's low-level API: ``h5f.create``/``open`` (the MPI-IO
+- HDF5 through its C API (ctypes, :mod:`iobo.replay.hdf5_calls`: no h5py,
+  no numpy): ``H5Fcreate``/``H5Fopen`` (the MPI-IO
   driver on the traced communicator's size when the program's file was on
-  it), ``h5d.create`` with a type of the recorded class and size (opaque
-  ``V<size>`` for compound and other classes), dims and max dims, the
+  it), ``H5Dcreate2`` with a type of the recorded class and size (opaque
+  of the size for compound and other classes), dims and max dims, the
   program's own layout, chunk dims and filters (deflate, shuffle,
   fletcher32, others by id), groups created as the dataset's path needs;
   ``H5Dwrite``/``H5Dread`` on the recorded file selection (a regular
@@ -59,8 +60,9 @@ from pathlib import Path
 from typing import Any
 
 from iobo.errors import ConfigError, KernelError
-from iobo.replay import Trace, event_bytes, opens_for_writing
-from iobo.stack.libraries import hdf5_library, mpi_library
+from iobo.replay._model import Trace, event_bytes, opens_for_writing
+from iobo.replay.hdf5_calls import (ACC_RDONLY, ACC_TRUNC, COMPACT, DEFAULT, FLOAT, INTEGER, MPIO_COLLECTIVE, SCALAR,
+                                    SCOPE_LOCAL, SELECT_SET, UNLIMITED, dims_array, hdf5)
 
 LEVELS = ("hdf5", "mpiio", "posix")
 OPENED = {"H5Fcreate": "file", "H5Fopen": "file", "H5Dcreate": "dset", "H5Dopen": "dset", "H5Acreate": "attr",
@@ -68,6 +70,10 @@ OPENED = {"H5Fcreate": "file", "H5Fopen": "file", "H5Dcreate": "dset", "H5Dopen"
 """The kind of object each open makes (the event's symbol for it is new, not one to look up)."""
 OUTSIDE = "outside"
 """The directory, under --workdir, of the files the program wrote outside its own output directory."""
+REGULAR_SELECTIONS = ("all", "none", "hyperslab")
+"""The selections replayed exactly; any other kind (blocks, points) is approximated by points (with numpy)."""
+PATTERN = bytes(range(251))
+"""The synthetic data: byte i of every buffer is i % 251."""
 
 
 def level_of(op: str) -> str:
@@ -85,6 +91,12 @@ def direction_of(op: str) -> str | None:
     return "read" if "read" in name.lower() else None
 
 
+def approximated_selection(event: dict[str, Any]) -> bool:
+    """Whether an HDF5 transfer's file or memory selection is irregular (blocks or points): replayed as points."""
+    selections = [event.get("sel"), (event.get("mem") or {}).get("sel")]
+    return any(sel and sel.get("kind") not in REGULAR_SELECTIONS for sel in selections)
+
+
 def compute_factor(text: str) -> float:
     """The --compute option as a factor on the recorded gaps: none 0, recorded 1, scale=X X."""
     if text == "none":
@@ -99,16 +111,6 @@ def compute_factor(text: str) -> float:
         if factor >= 0:
             return factor
     raise argparse.ArgumentTypeError(f"--compute must be none, recorded or scale=X with X >= 0; got {text!r}")
-
-
-def _global_call(name: str):
-    """The C function ``name`` as the program would call it: through the process's global symbols, so a preloaded
-    shim's wrapper is the one called (ctypes on the library handle itself would bypass it); the library's own
-    when nothing global defines it."""
-    try:
-        return getattr(ctypes.CDLL(None), name)
-    except AttributeError:
-        return getattr(hdf5_library(), name)
 
 
 AWAIT_FILE_S = 30.0
@@ -129,18 +131,31 @@ class Replayer:
         self.not_replayed: Counter = Counter()
         self.approximated: list[str] = []
         self.types: list = []  # MPI datatypes made for views, freed at the end
+        self.h5 = None  # the HDF5 C API (hdf5_calls.hdf5()), opened by load_for or the first HDF5 event
+
+    def load_for(self, events: list[dict[str, Any]]) -> None:
+        """Load what ``events`` need and only that, before the replay starts (a library loaded or a module imported
+        during the replay would be counted in the I/O time): the HDF5 C API for HDF5 calls, numpy for irregular
+        selections (their points), the MPI library's datatype constructors for MPI-IO views."""
+        if any(event["op"].startswith("H5") for event in events):
+            self.h5 = hdf5()
+        if any(approximated_selection(event) for event in events):
+            import numpy  # noqa: F401
+        if any(event["op"] == "MPI_File_set_view" for event in events):
+            from iobo.stack.libraries import mpi_library
+
+            mpi_library()
 
     # -- helpers ---------------------------------------------------------------------------------------------
     def note(self, text: str) -> None:
         if text not in self.approximated:
             self.approximated.append(text)
 
-    def buffer(self, size: int):
-        """A read-only byte pattern of ``size`` bytes, made once per size."""
-        import numpy as np
-
+    def buffer(self, size: int) -> memoryview:
+        """A read-only byte pattern of ``size`` bytes (at least 1), made once per size."""
         if size not in self.buffers:
-            self.buffers[size] = (np.arange(max(size, 1), dtype=np.uint32) % 251).astype(np.uint8)
+            length = max(size, 1)
+            self.buffers[size] = memoryview((PATTERN * (length // len(PATTERN) + 1))[:length])
         return self.buffers[size]
 
     def communicator(self, procs: int | None):
@@ -169,6 +184,8 @@ class Replayer:
     # -- the replay ------------------------------------------------------------------------------------------
     def replay(self, event: dict[str, Any]) -> None:
         op = event["op"]
+        if self.h5 is None and op.startswith("H5"):
+            self.h5 = hdf5()
         handler = getattr(self, "_" + op.replace("MPI_File_", "mpi_"), None)
         if not event.get("ok", True):
             self.not_replayed["failed in the program"] += 1
@@ -189,166 +206,188 @@ class Replayer:
             self.bytes[level_of(op)][direction] += event_bytes(event)
 
     # HDF5 files
-    def _fapl(self, event):
-        from h5py import h5p
-
-        fapl = h5p.create(h5p.FILE_ACCESS)
+    def _fapl(self, event) -> int:
+        h5 = self.h5
+        fapl = h5.H5Pcreate(h5.list_class("file_access"))
         if event.get("mpio"):
             info = self.MPI.Info.Create()
-            fapl.set_fapl_mpio(self.communicator(event.get("procs")), info)
-            info.Free()
+            try:
+                h5.H5Pset_fapl_mpio(ctypes.c_int64(fapl), self.mpi_handle(self.communicator(event.get("procs"))),
+                                    self.mpi_handle(info))
+            finally:
+                info.Free()
         return fapl
 
-    def _H5Fcreate(self, event):
-        from h5py import h5f
+    def mpi_handle(self, obj):
+        """An mpi4py object's C handle as ctypes passes it (MPICH: an int; Open MPI: a pointer)."""
+        return (ctypes.c_uint32 if self.MPI._sizeof(type(obj)) == 4 else ctypes.c_void_p)(obj.handle)
 
+    def _open_file(self, event, create: bool) -> None:
+        h5, fapl = self.h5, self._fapl(event)
         path = os.fsencode(self.path(event))
-        self.objects["file"][event["file"]] = h5f.create(path, event.get("flags", h5f.ACC_TRUNC), fapl=self._fapl(event))
+        try:
+            self.objects["file"][event["file"]] = (
+                h5.H5Fcreate(path, event.get("flags", ACC_TRUNC), DEFAULT, fapl) if create
+                else h5.H5Fopen(path, event.get("flags", ACC_RDONLY), fapl))
+        finally:
+            h5.H5Pclose(fapl)
+
+    def _H5Fcreate(self, event):
+        self._open_file(event, create=True)
 
     def _H5Fopen(self, event):
-        from h5py import h5f
-
         self.await_file(self.path(event))
-        path = os.fsencode(self.path(event))
-        self.objects["file"][event["file"]] = h5f.open(path, event.get("flags", h5f.ACC_RDONLY), fapl=self._fapl(event))
+        self._open_file(event, create=False)
 
     def _H5Fclose(self, event):
-        self._close_id("H5Fclose", self.objects["file"].pop(event["file"]))
+        self.h5.H5Fclose(self.objects["file"].pop(event["file"]))
 
     def _H5Fflush(self, event):
-        from h5py import h5f
-
         target = self.objects["dset"].get(event["dset"]) if "dset" in event else self.objects["file"].get(event["file"])
-        h5f.flush(target, h5f.SCOPE_LOCAL)
+        self.h5.H5Fflush(target, SCOPE_LOCAL)
 
     # HDF5 datasets and attributes
-    def _type(self, record: dict[str, Any]):
-        """An HDF5 type of the recorded class and size."""
-        import numpy as np
-        from h5py import h5t
-
-        kind, size = record["class"], record["size"]
-        if kind == "integer" and size in (1, 2, 4, 8):
-            dtype = f"<{'i' if record.get('signed', True) else 'u'}{size}"
-        elif kind == "float" and size in (2, 4, 8):
-            dtype = f"<f{size}"
-        elif kind == "string":
-            dtype = f"S{size}"
-        else:
-            dtype = f"V{size}"
+    def _type(self, record: dict[str, Any]) -> int:
+        """A new HDF5 type of the recorded class and size (the caller closes it)."""
+        kind = record["class"]
+        type_id, exact = self.h5.type_of(kind, record["size"], record.get("signed", True))
+        if not exact:
             self.note(f"{kind} types are replayed as opaque types of their size")
-        return h5t.py_create(np.dtype(dtype))
+        return type_id
 
-    def _dcpl(self, event):
-        from h5py import h5d, h5p
-
-        dcpl = h5p.create(h5p.DATASET_CREATE)
+    def _dcpl(self, event) -> int:
+        h5 = self.h5
+        dcpl = h5.H5Pcreate(h5.list_class("dataset_create"))
         if event.get("layout") == "chunked" and event.get("chunk"):
-            dcpl.set_chunk(tuple(event["chunk"]))
+            h5.H5Pset_chunk(dcpl, len(event["chunk"]), dims_array(event["chunk"]))
         elif event.get("layout") == "compact":
-            dcpl.set_layout(h5d.COMPACT)
+            h5.H5Pset_layout(dcpl, COMPACT)
         for item in event.get("filters") or []:
             values = tuple(item.get("values") or ())
             if item["id"] == 1:
-                dcpl.set_deflate(values[0] if values else 6)
+                h5.H5Pset_deflate(dcpl, values[0] if values else 6)
             elif item["id"] == 2:
-                dcpl.set_shuffle()
+                h5.H5Pset_shuffle(dcpl)
             elif item["id"] == 3:
-                dcpl.set_fletcher32()
+                h5.H5Pset_fletcher32(dcpl)
             else:
-                dcpl.set_filter(item["id"], 0, values)
+                h5.H5Pset_filter(dcpl, item["id"], 0, len(values), (ctypes.c_uint * len(values))(*values))
         return dcpl
 
     def _H5Dcreate(self, event):
-        from h5py import h5d, h5p, h5s
-
+        h5 = self.h5
         file = self.objects["file"][event["file"]]
         dims = tuple(event["dims"])
-        maxdims = tuple(h5s.UNLIMITED if m < 0 else m for m in event["maxdims"]) if event.get("maxdims") else None
-        space = h5s.create_simple(dims, maxdims) if dims else h5s.create(h5s.SCALAR)
-        lcpl = h5p.create(h5p.LINK_CREATE)
-        lcpl.set_create_intermediate_group(True)
+        maxdims = tuple(UNLIMITED if m < 0 else m for m in event["maxdims"]) if event.get("maxdims") else None
+        space = h5.simple_space(dims, maxdims) if dims else h5.H5Screate(SCALAR)
+        type_id, dcpl = self._type(event["type"]), self._dcpl(event)
         name = event.get("name")
-        self.objects["dset"][event["dset"]] = h5d.create(
-            file, None if name is None else name.encode(), self._type(event["type"]), space, dcpl=self._dcpl(event),
-            lcpl=None if name is None else lcpl)
+        try:
+            if name is None:
+                dset = h5.H5Dcreate_anon(file, type_id, space, dcpl, DEFAULT)
+            else:
+                lcpl = h5.H5Pcreate(h5.list_class("link_create"))
+                try:
+                    h5.H5Pset_create_intermediate_group(lcpl, 1)
+                    dset = h5.H5Dcreate2(file, name.encode(), type_id, space, lcpl, dcpl, DEFAULT)
+                finally:
+                    h5.H5Pclose(lcpl)
+        finally:
+            h5.H5Pclose(dcpl)
+            h5.H5Tclose(type_id)
+            h5.H5Sclose(space)
+        self.objects["dset"][event["dset"]] = dset
 
     def _H5Dopen(self, event):
-        from h5py import h5d
-
-        self.objects["dset"][event["dset"]] = h5d.open(self.objects["file"][event["file"]], event["name"].encode())
+        self.objects["dset"][event["dset"]] = self.h5.H5Dopen2(self.objects["file"][event["file"]],
+                                                                event["name"].encode(), DEFAULT)
 
     def _H5Dset_extent(self, event):
-        self.objects["dset"][event["dset"]].set_extent(tuple(event["dims"]))
-
-    def _close_id(self, function: str, obj) -> None:
-        """``function`` (H5Fclose, H5Dclose, H5Aclose) on an h5py id, then the id dropped without a second close.
-
-        h5py closes its ids with H5Idec_ref (``FileID.close`` too), which a shim wrapping H5Fclose and H5Dclose
-        does not see: the close, and the flushes it makes, would fall outside the program's calls."""
-        status = _global_call(function)(ctypes.c_int64(obj.id))
-        if status < 0:
-            raise KernelError(f"{function} failed (herr_t {status})")
-        obj._close()  # the id is no longer valid: h5py only forgets it
+        self.h5.H5Dset_extent(self.objects["dset"][event["dset"]], dims_array(event["dims"]))
 
     def _H5Dclose(self, event):
-        self._close_id("H5Dclose", self.objects["dset"].pop(event["dset"]))
+        self.h5.H5Dclose(self.objects["dset"].pop(event["dset"]))
 
-    def _select(self, space, selection: dict[str, Any]) -> None:
+    def _select(self, space: int, selection: dict[str, Any]) -> None:
         """Select the recorded file selection in ``space``."""
-        kind = selection["kind"]
+        h5, kind = self.h5, selection["kind"]
         if kind == "all":
-            space.select_all()
+            h5.H5Sselect_all(space)
         elif kind == "none":
-            space.select_none()
+            h5.H5Sselect_none(space)
         elif kind == "hyperslab":
-            space.select_hyperslab(tuple(selection["start"]), tuple(selection["count"]),
-                                   tuple(selection.get("stride") or [1] * len(selection["start"])),
-                                   tuple(selection.get("block") or [1] * len(selection["start"])))
+            rank = len(selection["start"])
+            h5.H5Sselect_hyperslab(space, SELECT_SET, dims_array(selection["start"]),
+                                   dims_array(selection.get("stride") or [1] * rank), dims_array(selection["count"]),
+                                   dims_array(selection.get("block") or [1] * rank))
         else:  # blocks or points: as many elements, in C order, from the bounding box's low corner
-            import numpy as np
+            import numpy as np  # only for these approximated selections (imported by load_for)
 
             low, high = (np.array(corner) for corner in selection["bbox"])
             shape = tuple(int(d) for d in high - low + 1)
             flat = np.arange(int(selection["elements"]))
-            coords = np.stack(np.unravel_index(flat, shape), axis=1) + low
-            space.select_elements(coords.astype(np.uint64))
+            coords = np.ascontiguousarray(np.stack(np.unravel_index(flat, shape), axis=1) + low, dtype=np.uint64)
+            h5.H5Sselect_elements(space, SELECT_SET, len(coords),
+                                  coords.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)))
             self.note(f"{kind} selections are replayed as as many points in their bounding box")
 
-    def _dataset_io(self, event, write: bool):
-        import numpy as np
-        from h5py import h5fd, h5p, h5s, h5t
+    def _memory_type(self, mtype: int, size: int) -> int:
+        """The program's memory type when its element ``size`` differs from the file type's: a little-endian type
+        of that size and the file type's class (integer or float); else the file type ``mtype`` itself."""
+        h5 = self.h5
+        cls = h5.H5Tget_class(mtype)
+        self.note("writes whose memory type differs in size from the file's use a memory type of that size")
+        if cls in (INTEGER, FLOAT) and size in (2, 4, 8):
+            other, _ = h5.type_of("float" if cls == FLOAT else "integer", size)
+            h5.H5Tclose(mtype)
+            return other
+        return mtype
 
+    def _dataset_io(self, event, write: bool):
+        h5 = self.h5
         dset = self.objects["dset"][event["dset"]]
-        fspace = dset.get_space()
-        self._select(fspace, event["sel"])
-        elements = fspace.get_select_npoints()
-        mtype = dset.get_type()
-        size = event.get("mem_size") or (event["bytes"] // elements if elements else mtype.get_size())
-        if elements and size != mtype.get_size():  # the program's memory type differs from the file's
-            cls = mtype.get_class()
-            if cls in (h5t.INTEGER, h5t.FLOAT) and size in (2, 4, 8):
-                mtype = h5t.py_create(np.dtype(f"<{'f' if cls == h5t.FLOAT else 'i'}{size}"))
-            self.note("writes whose memory type differs in size from the file's use a memory type of that size")
-        memory = event.get("mem")
-        if memory and memory["dims"] and all(memory["dims"]):  # the program's buffer and the part of it moved
-            mspace = h5s.create_simple(tuple(memory["dims"]))
-            self._select(mspace, memory["sel"])
-            size = math.prod(memory["dims"]) * mtype.get_size()
-        else:
-            mspace = h5s.create_simple((max(elements, 1),))
-            if not elements:
-                mspace.select_none()
-            size = max(elements, 1) * mtype.get_size()
-        dxpl = None  # the program passed HDF5's default list ("default")
-        if event.get("xfer") in ("collective", "independent"):
-            dxpl = h5p.create(h5p.DATASET_XFER)
-            if event["xfer"] == "collective":
-                dxpl.set_dxpl_mpio(h5fd.MPIO_COLLECTIVE)
-        if write:
-            dset.write(mspace, fspace, self.buffer(size), mtype, dxpl)
-        else:
-            dset.read(mspace, fspace, np.empty(size, dtype=np.uint8), mtype, dxpl)
+        fspace = h5.H5Dget_space(dset)
+        mtype = h5.H5Dget_type(dset)
+        mspace = None
+        try:
+            self._select(fspace, event["sel"])
+            elements = h5.H5Sget_select_npoints(fspace)
+            file_size = h5.H5Tget_size(mtype)
+            size = event.get("mem_size") or (event["bytes"] // elements if elements else file_size)
+            if elements and size != file_size:  # the program's memory type differs from the file's
+                mtype = self._memory_type(mtype, size)
+            memory = event.get("mem")
+            if memory and memory["dims"] and all(memory["dims"]):  # the program's buffer and the part of it moved
+                mspace = h5.simple_space(memory["dims"])
+                self._select(mspace, memory["sel"])
+                size = math.prod(memory["dims"]) * h5.H5Tget_size(mtype)
+            else:
+                mspace = h5.simple_space((max(elements, 1),))
+                if not elements:
+                    h5.H5Sselect_none(mspace)
+                size = max(elements, 1) * h5.H5Tget_size(mtype)
+            dxpl = DEFAULT  # the program passed HDF5's default list ("default")
+            if event.get("xfer") in ("collective", "independent"):
+                dxpl = h5.H5Pcreate(h5.list_class("dataset_xfer"))
+                if event["xfer"] == "collective":
+                    h5.H5Pset_dxpl_mpio(dxpl, MPIO_COLLECTIVE)
+            try:
+                if write:
+                    h5.H5Dwrite(dset, mtype, mspace, fspace, dxpl, self.c_buffer(size))
+                else:
+                    h5.H5Dread(dset, mtype, mspace, fspace, dxpl, ctypes.create_string_buffer(size))
+            finally:
+                if dxpl != DEFAULT:
+                    h5.H5Pclose(dxpl)
+        finally:
+            for close, obj in ((h5.H5Sclose, mspace), (h5.H5Sclose, fspace), (h5.H5Tclose, mtype)):
+                if obj is not None:
+                    close(obj)
+
+    def c_buffer(self, size: int):
+        """:meth:`buffer` as a C pointer (it stays alive in :attr:`buffers`)."""
+        view = self.buffer(size)
+        return ctypes.cast(ctypes.c_char_p(view.obj), ctypes.c_void_p)
 
     def _H5Dwrite(self, event):
         self._dataset_io(event, True)
@@ -357,23 +396,34 @@ class Replayer:
         self._dataset_io(event, False)
 
     def _H5Acreate(self, event):
-        from h5py import h5a, h5s
-
+        h5 = self.h5
         on = self.objects["dset"][event["dset"]] if "dset" in event else self.objects["file"][event["file"]]
         if event.get("on_group"):
             self.note("attributes of groups are replayed on the file's root group")
         dims = tuple(event.get("dims") or ())
-        space = h5s.create_simple(dims) if dims else h5s.create(h5s.SCALAR)
-        self.objects["attr"][event["attr"]] = h5a.create(on, event["name"].encode(), self._type(event["type"]), space)
+        space = h5.simple_space(dims) if dims else h5.H5Screate(SCALAR)
+        type_id = self._type(event["type"])
+        try:
+            self.objects["attr"][event["attr"]] = h5.H5Acreate2(on, event["name"].encode(), type_id, space, DEFAULT,
+                                                                DEFAULT)
+        finally:
+            h5.H5Tclose(type_id)
+            h5.H5Sclose(space)
 
     def _H5Awrite(self, event):
-        import numpy as np
-
+        """Zeros of the attribute's own type and shape."""
+        h5 = self.h5
         attr = self.objects["attr"][event["attr"]]
-        attr.write(np.zeros(attr.shape, dtype=attr.dtype))
+        type_id, space = h5.H5Aget_type(attr), h5.H5Aget_space(attr)
+        try:
+            size = h5.H5Sget_simple_extent_npoints(space) * h5.H5Tget_size(type_id)
+            h5.H5Awrite(attr, type_id, ctypes.create_string_buffer(max(size, 1)))
+        finally:
+            h5.H5Tclose(type_id)
+            h5.H5Sclose(space)
 
     def _H5Aclose(self, event):
-        self._close_id("H5Aclose", self.objects["attr"].pop(event["attr"]))
+        self.h5.H5Aclose(self.objects["attr"].pop(event["attr"]))
 
     # MPI-IO
     def _mpi_open(self, event):
@@ -389,6 +439,8 @@ class Replayer:
     def _datatype(self, function: str, *args):
         """A committed MPI datatype made by C ``function`` through ctypes (mpi4py's large-count constructors give
         types MPICH 4.0.2's ROMIO cannot flatten in a view: iobo.stack.mpiio.byte_subarray)."""
+        from iobo.stack.libraries import mpi_library  # only for views (loaded by load_for)
+
         MPI = self.MPI
         handle_type = ctypes.c_uint32 if MPI._sizeof(MPI.Datatype) == 4 else ctypes.c_void_p
         new = handle_type()
@@ -555,9 +607,9 @@ def main(argv: list[str] | None = None) -> int:
         traced = sum(event_bytes(e) for e in trace.expand(rank)) if args.steps else None
         replayer = Replayer(comm, workdir, trace.workdir)
         # every rank starts together, as after the program's MPI_Init: the ranks' start-up skew (interpreter,
-        # imports) would otherwise be waited out inside the first collective open, and counted as I/O time
-        if any(event["op"].startswith("H5") for event in events):
-            import h5py  # noqa: F401
+        # imports, the HDF5 library opened) would otherwise be waited out inside the first collective open, and
+        # counted as I/O time
+        replayer.load_for(events)
         comm.Barrier()
         slept, started = 0.0, time.monotonic()
         for event in events:
