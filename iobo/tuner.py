@@ -32,6 +32,7 @@ from iobo.config import IOConfig
 from iobo.context import hosts_ran_on, kernel_context, note_outcome, record_context
 from iobo.launch import KernelJob, MPILauncher, MpiexecLauncher
 from iobo.measure import format_mb_per_s
+from iobo.minimize import MAX_TEST_PAIRS, MAX_TEST_SECONDS, WALK_BACK_BUDGET_S, check_walk_back_budget
 from iobo.runners import Runner
 from iobo.space import Space
 from iobo.storage import DEFAULT_STORAGE
@@ -109,7 +110,10 @@ class Tuner:
     compute nodes each trial spans (default: the launcher's ``nodes``, else
     unknown); once a run reports the hosts its ranks ran on, that count is
     the workload's (the space's node rules, e.g. ``cb_nodes`` within what
-    ``cb_config_list`` allows, follow the hosts the trials really span).
+    ``cb_config_list`` allows, follow the hosts the trials really span);
+    walk_back_budget_s: the seconds the walk-back (:meth:`minimize`) may
+    measure before its undecided tests get no more pairs
+    (:data:`iobo.minimize.WALK_BACK_BUDGET_S`; >= 0).
     """
 
     kernel: str | kernels.JobSpec = "vpic"
@@ -137,6 +141,7 @@ class Tuner:
     characterization: Mapping[str, Any] | None = None
     warm_start: bool = False
     nodes: int | None = None
+    walk_back_budget_s: float = WALK_BACK_BUDGET_S
 
     def __post_init__(self) -> None:
         checks = [
@@ -153,6 +158,7 @@ class Tuner:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        self.walk_back_budget_s = check_walk_back_budget(self.walk_back_budget_s, "walk_back_budget_s")
         if self.pruner is not None:
             from iobo.pruning import make_pruner
 
@@ -266,12 +272,18 @@ class Tuner:
             self.minimize(pairs)
         values, source = proposed(study, self.space, self.workload, minimal=minimize)  # --no-minimize: the whole one
         default = self.space.default()
+        minimal = current_minimal(study, best)
         if IOConfig(values, self.space).is_default():
             plan = {"pairs": 0, "why": "the recommended configuration is the system default: nothing to re-measure"}
             study.set_user_attr(trials.CONFIRM_PLAN_ATTR, plan)
-            self._say(f"{source} is the system default: no speedup to confirm, keep the default")
+            if minimize and minimal is not None and minimal.undecided():  # kept for want of evidence, not of effect
+                budget = f" ({minimal.budget_text()})" if minimal.budget_text() else ""
+                self._say(f"the minimal configuration of trial {best.number} is the system default: no speedup to "
+                          f"confirm, keep the default: no change was shown to help; undecided: "
+                          f"{minimal.undecided_text(trials.config_of(best))}{budget}")
+            else:
+                self._say(f"{source} is the system default: no speedup to confirm, keep the default")
             return
-        minimal = current_minimal(study, best)
         plan = confirm_plan(study, minimal.expected_speedup if minimal else 1.0, repeats)
         study.set_user_attr(trials.CONFIRM_PLAN_ATTR, plan)
         runs = []
@@ -312,14 +324,16 @@ class Tuner:
 
         not_applied = {**best.user_attrs.get("not_applied", {}), **study.user_attrs.get(trials.FROZEN_ATTR, {})}
         importance = ablation_shares(study)
-        self._say(f"minimizing trial {best.number}'s configuration: which of its changes matter "
-                  f"({pairs} interleaved pairs per test)")
+        self._say(f"minimizing trial {best.number}'s configuration: which of its changes matter ({pairs} "
+                  f"interleaved pairs per test; an undecided test gets {pairs} more at a time, up to "
+                  f"{max(MAX_TEST_PAIRS, pairs)} pairs and {MAX_TEST_SECONDS:g} s of extra pairs, while the "
+                  f"walk-back's budget of {self.walk_back_budget_s:g} s lasts)")
 
         def measure(runs):
             return [t.value for t in self.measure(study, [(v, {"role": trials.ROLE_MINIMIZE, **a}) for v, a in runs])]
 
         minimal = walk_back(self.space, self.workload, trials.config_of(best), best.number, measure,
-                            importance, not_applied, pairs)
+                            importance, not_applied, pairs, budget_s=self.walk_back_budget_s)
         study.set_user_attr(MINIMAL_ATTR, minimal.to_attr())
         self._say(minimal.describe())
         return minimal

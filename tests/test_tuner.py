@@ -16,7 +16,7 @@ from optuna.trial import TrialState
 from iobo import ConfigError, kernels
 from iobo.kernels import KernelSpec, vpic
 from iobo.measure import INTERVAL_MIN_RUNS, planned_pairs
-from iobo.minimize import MINIMAL_ATTR, Minimal, Step
+from iobo.minimize import MINIMAL_ATTR, Minimal, Step, recommended
 from iobo.report import build_report
 from iobo.trials import (CONFIRM_PLAN_ATTR, ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH, baseline,
                          best_trial)
@@ -192,6 +192,8 @@ def test_ctrl_c_leaves_the_study_consistent(storage, scratch):
         ({"kernel_options": {"particles": 0}}, "particles"),
         ({"kernel_options": {"bogus": 1}}, r"kernel 'vpic' has no option\(s\) \['bogus'\]"),
         ({"default_repeats": 1}, "default_repeats must be >= 3"),
+        ({"walk_back_budget_s": -1}, r"walk_back_budget_s must be a number of seconds >= 0 \(.*\); got -1$"),
+        ({"walk_back_budget_s": float("nan")}, r"walk_back_budget_s must be a number of seconds >= 0 .*; got nan"),
     ],
 )
 def test_invalid_tuner_settings_are_rejected_before_launch(storage, scratch, kwargs, pattern):
@@ -447,3 +449,76 @@ def test_two_tuners_on_one_study_run_one_walk_back_and_confirmation_and_report_i
     assert outs[0][0].split("REPORT\n", 1)[1] == outs[1][0].split("REPORT\n", 1)[1]
     waited = [out for out, _ in outs if "ran in another tuner" in out]
     assert len(waited) == 1 and "minimizing trial" not in waited[0] and "re-measuring" not in waited[0]
+
+
+# -- the walk-back's budget and what the tuner says of undecided changes (issue 31, item 5) ----------------------
+
+def test_a_walk_back_budget_that_is_not_seconds_stops_iobo_tune_before_anything_runs(storage, scratch, capsys):
+    from iobo.cli import main
+
+    code = main(["tune", "vpic", "--ranks", "2", "--trials", "4", "--storage", storage, "--study", "b",
+                 "--workdir", str(scratch), "--walk-back-budget", "-5"])
+    assert code == 2
+    assert capsys.readouterr().err.startswith("iobo: error: --walk-back-budget must be a number of seconds >= 0 (")
+    assert not list(scratch.iterdir()) and optuna.get_all_study_names(storage) == []
+
+
+def _study_with_one_faster_trial(storage, scratch, said, **kwargs):
+    """A VPIC study of 3 default runs and a faster search trial (trial 3) that changes files and meta_block_size,
+    with a tuner whose lines go to ``said`` (a real local runner: what it measures runs)."""
+    from iobo.runners.local import LocalRunner
+
+    from support.studies import add, defaults
+
+    tuner = Tuner(kernel="vpic", ranks=2, storage=storage, study="walk", workdir=str(scratch),
+                  kernel_options=SMALL_VPIC, runner=LocalRunner(), echo=said.append, warmup=False, **kwargs)
+    study = tuner.open_study()
+    defaults(study)
+    add(study, 150.0, ROLE_SEARCH, 4, {"files": "per_process", "meta_block_size": 32768})
+    return tuner, study
+
+
+def test_a_walk_back_with_no_budget_left_gives_each_test_its_first_pairs_and_says_how_it_measures(storage, scratch):
+    """Real runs: with walk_back_budget_s=0 every test of the walk-back (trial 3's two changes) runs its first 3
+    pairs and no more; the progress line says how a test measures: 3 pairs first, 3 more at a time while
+    undecided, up to 20 pairs and 300 s, while the walk-back's budget lasts."""
+    said = []
+    tuner, study = _study_with_one_faster_trial(storage, scratch, said, walk_back_budget_s=0)
+    minimal = tuner.minimize()
+    assert ("minimizing trial 3's configuration: which of its changes matter (3 interleaved pairs per test; an "
+            "undecided test gets 3 more at a time, up to 20 pairs and 300 s of extra pairs, while the walk-back's "
+            "budget of 0 s lasts)") in said
+    assert minimal.steps and all(len(step.with_mb_per_s) <= 3 for step in minimal.steps)
+    walk = [t for t in study.get_trials() if t.user_attrs.get("role") == "minimize"]
+    assert {t.user_attrs["pair"] for t in walk} <= {0, 1, 2}  # no test measured a 4th pair
+    assert minimal.budget_s == 0 and minimal.ended_by_budget == any(s.verdict == "undecided" for s in minimal.steps)
+    assert Minimal.from_attr(study.user_attrs[MINIMAL_ATTR]) == minimal
+
+
+def test_keeping_the_default_for_want_of_evidence_names_the_undecided_knobs(storage, scratch):
+    """The walk-back left files undecided (reverted: 1.42x, 0.92x-2.18x after 20 pairs) and kept nothing: confirm
+    has nothing to re-measure, and its line says the default is kept because no change was shown to help, naming
+    files, its value and the pairs that would settle it, as the recommendation line does."""
+    said = []
+    tuner, study = _study_with_one_faster_trial(storage, scratch, said)
+    with_runs = (1500.0, 900.0, 1300.0, 2100.0, 700.0) * 4
+    without_runs = (1000.0, 1100.0, 800.0, 1200.0, 1000.0) * 4
+    step = Step(("files",), 1.42, (0.92, 2.18), False, with_runs, without_runs,
+                stopped="measuring stopped: the walk-back's budget of 900 s was spent")
+    minimal = Minimal(3, {}, [step], budget_s=900.0, ended_by_budget=True)
+    study.set_user_attr(MINIMAL_ATTR, minimal.to_attr())
+    before = len(study.get_trials())
+    tuner.confirm(5)
+    assert len(study.get_trials()) == before  # nothing to re-measure
+    undecided = minimal.undecided_text({"files": "per_process"})
+    assert undecided.startswith("files=per_process: 1.42x, 95% CI 0.92x-2.18x after 20 pairs, about ")
+    assert said[-1] == ("the minimal configuration of trial 3 is the system default: no speedup to confirm, keep the "
+                        f"default: no change was shown to help; undecided: {undecided} (the walk-back's budget of "
+                        "900 s was spent, so undecided tests measured no more pairs)")
+    assert f"undecided: {undecided}" in recommended(study, tuner.space)[1]  # the recommendation line's words
+    report = build_report(study)  # the report says the budget ended the measuring
+    assert (f"walk-back:               {minimal.conclusion()}" in report.text().splitlines()
+            and minimal.conclusion().endswith("(the walk-back's budget of 900 s was spent, so undecided tests "
+                                              "measured no more pairs)"))
+    walk = report.to_dict()["walk_back"]
+    assert walk["budget_s"] == 900.0 and walk["ended_by_budget"] and walk["undecided"] == [["files"]]

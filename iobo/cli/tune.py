@@ -8,6 +8,7 @@ import sys
 from iobo import trials
 from iobo.cli import common
 from iobo.measure import INTERVAL_MIN_RUNS
+from iobo.minimize import WALK_BACK_BUDGET_S, check_walk_back_budget
 
 
 def add_parser(sub) -> None:
@@ -84,6 +85,11 @@ def add_parser(sub) -> None:
                         "resolve the gain the walk-back measured (default: %(default)s; 0 skips both)")
     p.add_argument("--no-warmup", action="store_true",
                    help="no unrecorded warm-up runs of the default before measuring (they absorb cold starts)")
+    p.add_argument("--walk-back-budget", type=float, default=WALK_BACK_BUDGET_S, metavar="SECONDS",
+                   help="wall-clock seconds the walk-back (which changes matter) may measure before its undecided "
+                        "tests get no more pairs; each test still runs its first 3 pairs, and a change left "
+                        "undecided is reverted and listed with the pairs that would settle it (default: "
+                        "%(default)g; 0: first pairs only)")
     p.add_argument("--no-minimize", action="store_true",
                    help="confirm the best trial's whole configuration, without testing which changes matter")
     p.add_argument("--warm-start", dest="warm_start", action="store_true", default=True,
@@ -100,6 +106,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    check_walk_back_budget(args.walk_back_budget, "--walk-back-budget")  # before anything runs (--via-kernel's too)
     kernel, options = _what(args)
     if args.via_kernel:
         from iobo.cli.via_kernel import tune_via_kernel
@@ -145,6 +152,7 @@ def make_tuner(args, kernel, options, study: str | None = None, suggest: bool = 
         launcher=common.launcher(args.mpiexec), runner=common.runner(args, args.in_flight),
         pruner=args.prune, stop_rule=RULES[args.stop_rule]() if args.stop_rule else None,
         characterization=characterization, warmup=not args.no_warmup, warm_start=args.warm_start, nodes=args.nodes,
+        walk_back_budget_s=args.walk_back_budget,
         **console_watchers(),
     )
     if args.sampler != "gp":  # the tuner makes the GP sampler itself (with a warm start's prior mean)
