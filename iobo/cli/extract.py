@@ -1,12 +1,15 @@
-"""``iobo extract SOURCES... -o KERNEL_DIR [--run 'ARGS'] [-- FLAGS]``: cut a C program's I/O kernel from its
-source, build it, run it once under the shim.
+"""``iobo extract SOURCES... -o KERNEL_DIR [--run 'ARGS'] [--reduce-loops K] [--redirect DIR] [-- FLAGS]``: cut a
+C program's I/O kernel from its source, build it, run it once under the shim.
 
 The sources come first, then after ``--`` the program's compile flags (``-I``, ``-D``, ``-O3``, libraries such as
 ``-lpng``: used to parse and to build; the first word starting with ``-`` ends the sources), or
 ``--compile-commands compile_commands.json``. The kernel's sources, its executable ``KERNEL_DIR/kernel``, the
 marked view of what was kept (``view.txt``) and the counts (``extract.json``) go to ``KERNEL_DIR``. With
 ``--run 'ARGS'`` (the program's arguments; ``{workdir}`` for the run's own directory) the kernel runs once on
-``--ranks`` ranks under the shim and its I/O per level is printed. When a step fails it says which and where;
+``--ranks`` ranks under the shim and its I/O per level is printed. ``--reduce-loops K``: the loops with I/O do
+1 in K of their I/O's runs (:mod:`iobo.extract.loops`; the run's counts are printed scaled back by the runs
+reached over those made); ``--redirect DIR``: the files the kernel creates go under DIR
+(:mod:`iobo.extract.redirect`). When a step fails it says which and where;
 the fallback is the recorded kernel (``iobo record``) or the program itself.
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 
 from iobo.cli import common
 from iobo.errors import ConfigError, KernelError
@@ -30,6 +34,11 @@ def add_parser(sub) -> None:
     p.add_argument("--synthetic", action="append", default=[], metavar="FUNCTION",
                    help="an external function whose pointer arguments may hold synthetic data (the computation "
                         "that fills them is dropped), e.g. an image writer; repeatable")
+    p.add_argument("--reduce-loops", type=common.positive_int, default=1, metavar="K",
+                   help="loops with I/O do 1 in K of their I/O's runs; the run's counts are scaled back "
+                        "(default: 1, all)")
+    p.add_argument("--redirect", metavar="DIR", help="files the kernel creates go under DIR (+ their absolute "
+                                                     "path), e.g. /dev/shm/kernel; the inputs keep their paths")
     p.add_argument("--run", metavar="ARGS", help="run the kernel once with the program's arguments "
                                                  "({workdir}: the run's directory)")
     p.add_argument("--ranks", type=common.positive_int, default=2, help="MPI ranks of the run (default: 2)")
@@ -64,7 +73,7 @@ def run(args) -> int:
         raise ConfigError("give the flags after -- or --compile-commands, not both")
     compiler = shlex.split(args.cc) if args.cc else None
     result = extract(sources, args.out, flags, args.compile_commands, compiler, args.synthetic,
-                     build=not args.no_build)
+                     build=not args.no_build, reduce_loops=args.reduce_loops, redirect=args.redirect)
     if args.view:
         print(result.view)
     print(f"kernel: {result.kernel_dir} ({', '.join(p.name for p in result.sources)}; marked view: "
@@ -72,26 +81,39 @@ def run(args) -> int:
     print(summary(result.counts))
     for file, line, note in result.notes:
         print(f"note: {file}:{line}: {note}")
+    if result.reduce_loops > 1:
+        print(f"reduced: {', '.join(result.reduced) or 'no loop'}: 1 in {result.reduce_loops} runs of that I/O")
+    if result.redirect is not None:
+        names = ", ".join(f"{call} {Path(file).name}:{line}" for file, line, call in result.redirected)
+        print(f"redirected into {result.redirect}: {names or 'no file name'}")
     if result.build_command:
         print(f"built: {shlex.join(result.build_command)}")
     if args.run is None or result.executable is None:
         return 0
-    from iobo.extract.run import run_once
-    from iobo.replay.signature import signature
+    from iobo.extract.run import run_scaled
 
     template = kernel_template(result.executable, args.run)
     print(f"running: {template} on {args.ranks} ranks under the shim", file=sys.stderr, flush=True)
     try:
-        outcome = run_once(template, args.ranks, launcher=common.launcher(args.mpiexec), timeout_s=args.timeout)
+        outcome = run_scaled(template, args.ranks, launcher=common.launcher(args.mpiexec), timeout_s=args.timeout)
     except KernelError as exc:
         raise ExtractError(f"the kernel built but its run failed: {exc}. Check the marked view for a dropped "
                            f"statement the run needed; tune the recorded kernel (iobo record) or the program "
                            f"instead") from None
-    found = signature(outcome["report"])
     print(f"ran: {outcome['wall_seconds']:.3g} s wall")
-    for level, entry in found["levels"].items():
+    for where, count in outcome["loops"].items():
+        print(f"  I/O from {where}: reached {count['executed']} times on all ranks, run {count['kept']}")
+    reduced = outcome["estimate"] is not outcome["signature"]
+    if reduced:
+        print(f"  the program's counts, {outcome['how']}; as run in ()")
+    for level, entry in outcome["estimate"]["levels"].items():
         write, read = entry["write"], entry["read"]
         if write["calls"] or read["calls"]:
-            print(f"  {level}: {write['bytes']:,} B in {write['calls']} writes, {read['bytes']:,} B in "
-                  f"{read['calls']} reads, {entry['files']} files")
+            line = (f"  {level}: {round(write['bytes']):,} B in {round(write['calls'])} writes, "
+                    f"{round(read['bytes']):,} B in {round(read['calls'])} reads, {round(entry['files'])} files")
+            if reduced:
+                ran = outcome["signature"]["levels"][level]
+                line += (f" ({ran['write']['bytes']:,} B in {ran['write']['calls']} writes, {ran['read']['bytes']:,} "
+                         f"B in {ran['read']['calls']} reads, {ran['files']} files)")
+            print(line)
     return 0

@@ -8,7 +8,10 @@ classes of :mod:`iobo.extract.calls`); the kept statements are written as the
 kernel's sources with the dropped ones blanked, line for line
 (:mod:`iobo.extract.emit`), built with the program's compiler
 (:mod:`iobo.extract.build`) and run once under the shim
-(:mod:`iobo.extract.run`); :mod:`iobo.extract.view` shows what was kept.
+(:mod:`iobo.extract.run`); :mod:`iobo.extract.view` shows what was kept. Options change the kernel's
+source: ``--reduce-loops k`` gates 1 in k of the I/O its loops repeat (:mod:`iobo.extract.loops`, the counts
+scaled back by :mod:`iobo.extract.scaling`), ``--redirect DIR`` switches the names of the files it creates into
+DIR (:mod:`iobo.extract.redirect`); both through the C helper :mod:`iobo.extract.helper` writes.
 :func:`iobo.extract.pipeline.extract` does it all.
 
 Clang is imported only when a source is parsed: ``import iobo.extract`` stays light.

@@ -11,8 +11,8 @@
 - :data:`BULK`: the argument of a data write that holds the data: the slice
   keeps its address (allocation, offsets) but not the stores that computed
   its contents, so the kernel writes what the buffer holds as allocated.
-- :data:`OUTPUT`: the argument a read only stores into (and scanf's
-  variadic ones): what it held before is not needed.
+- :data:`OUTPUT`: the argument a read, ``snprintf`` or a copy only stores
+  into (and scanf's variadic ones): what it held before is not needed.
 - :data:`COMPRESSION`: calls after which the contents decide the bytes
   written: with one in the program no argument is bulk.
 """
@@ -56,8 +56,11 @@ OUTPUT = {
     "fgets": 0, "MPI_File_read": 1, "MPI_File_read_all": 1, "MPI_File_read_at": 2, "MPI_File_read_at_all": 2,
     "MPI_File_iread": 1, "MPI_File_iread_all": 1, "MPI_File_iread_at": 2, "MPI_File_iread_at_all": 2,
     "MPI_File_read_shared": 1, "MPI_File_read_ordered": 1, "H5Sget_simple_extent_dims": 1,
+    "sprintf": 0, "snprintf": 0, "vsprintf": 0, "vsnprintf": 0, "strcpy": 0, "strncpy": 0, "memcpy": 0,
+    "memset": 0, "MPI_Get_count": 2, "MPI_Get_elements": 2, "MPI_Get_elements_x": 2,
 }
-"""Function -> index of the argument it only stores into (a read's buffer): its old contents are not read."""
+"""Function -> index of the argument it only stores into (a read's buffer, a formatted name, a copy's
+destination): its old contents are not read."""
 COMPRESSION = {"H5Pset_deflate", "H5Pset_szip", "H5Pset_filter", "H5Pset_nbit", "H5Pset_scaleoffset",
                "H5Pset_shuffle", "H5Pset_fletcher32"}
 LIBRARY_DIRS = ("/bits/", "/sys/", "/mpich", "/openmpi", "/hdf5", "/gcc/", "/linux/", "/asm")

@@ -356,6 +356,8 @@ class Analyzer:
                 for child in cursor.get_children():
                     visit(child, external and child.hash in arguments)
                 return
+            if kind == K.CXX_UNARY_EXPR:  # sizeof, alignof: not evaluated
+                return
             inner = self.strip(cursor) if kind in (K.PAREN_EXPR, K.CSTYLE_CAST_EXPR, K.UNEXPOSED_EXPR) else cursor
             target = None
             if inner.kind == K.UNARY_OPERATOR and self._unary(inner) == ADDRESS_OF:
@@ -364,8 +366,11 @@ class Analyzer:
                 target = inner.referenced
             if target is not None and target.kind in (K.VAR_DECL, K.PARM_DECL) and not parent_call:
                 self.escaped.add(self.var_key(target))
+            # an array's own subscript (a[i]) is no escape, nor is an argument's decay, cast, parentheses or &
+            passed = parent_call and (kind in (K.PAREN_EXPR, K.CSTYLE_CAST_EXPR, K.UNEXPOSED_EXPR) or (
+                kind == K.UNARY_OPERATOR and self._unary(cursor) == ADDRESS_OF))
             children = list(cursor.get_children())
-            for i, child in enumerate(children):  # an array's own subscript (a[i]) is no escape
-                visit(child, kind == K.ARRAY_SUBSCRIPT_EXPR and i == 0)
+            for i, child in enumerate(children):
+                visit(child, (kind == K.ARRAY_SUBSCRIPT_EXPR and i == 0) or passed)
 
         visit(root, False)

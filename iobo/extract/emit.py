@@ -3,7 +3,9 @@
 A dropped range becomes spaces (its newlines stay, so the kernel's line N is
 the program's line N and a compiler message points at the program's line);
 a dropped statement that a kept ``if``/loop/label needs as its body becomes
-``{}``. Headers are not copied: the kernel is compiled with ``-I`` of each
+``{}``. Text the options add (a loop's iteration gate, a file name's redirection:
+:mod:`iobo.extract.loops`, :mod:`iobo.extract.redirect`) is inserted at byte
+offsets of the program's text, within a line. Headers are not copied: the kernel is compiled with ``-I`` of each
 source's directory, so its ``#include "..."`` find the program's own.
 """
 
@@ -13,8 +15,10 @@ import os
 from pathlib import Path
 
 
-def blank(text: bytes, ranges: list[tuple[int, int, str]]) -> bytes:
-    """``text`` with every (start, end, how) byte range removed as :mod:`the module <iobo.extract.emit>` says."""
+def blank(text: bytes, ranges: list[tuple[int, int, str]], insertions: list[tuple[int, str]] = ()) -> bytes:
+    """``text`` with every (start, end, how) byte range removed as :mod:`the module <iobo.extract.emit>` says and
+    every (offset, text) insertion made (offsets of ``text``; none may hold a newline); an insertion inside a
+    removed range is left out."""
     out = bytearray(text)
     for start, end, how in sorted(ranges):
         for i in range(start, min(end, len(out))):
@@ -22,6 +26,11 @@ def blank(text: bytes, ranges: list[tuple[int, int, str]]) -> bytes:
                 out[i] = ord(" ")
         if how == "empty" and end - start >= 2:  # the statement's first and last characters: never a newline
             out[start], out[end - 1] = ord("{"), ord("}")
+    for offset, added in sorted(insertions, key=lambda item: item[0], reverse=True):
+        if "\n" in added:
+            raise ValueError(f"an insertion must stay within its line: {added!r}")
+        if not any(start <= offset < end for start, end, _ in ranges):
+            out[offset:offset] = added.encode()
     return b"\n".join(line.rstrip(b" \t") for line in bytes(out).split(b"\n"))
 
 
@@ -30,8 +39,10 @@ def kernel_path(kernel_dir: str | os.PathLike, source: str | os.PathLike) -> Pat
     return Path(kernel_dir) / Path(source).name
 
 
-def write(kernel_dir: str | os.PathLike, sources: list[Path], drops: dict[str, list]) -> list[Path]:
-    """Write each source's kernel copy into ``kernel_dir`` (made); returns their paths, in the sources' order."""
+def write(kernel_dir: str | os.PathLike, sources: list[Path], drops: dict[str, list],
+          insertions: dict[str, list] | None = None) -> list[Path]:
+    """Write each source's kernel copy into ``kernel_dir`` (made), with ``insertions`` (per source, (offset,
+    text)); returns their paths, in the sources' order."""
     Path(kernel_dir).mkdir(parents=True, exist_ok=True)
     names = [Path(s).name for s in sources]
     if len(set(names)) != len(names):
@@ -42,6 +53,7 @@ def write(kernel_dir: str | os.PathLike, sources: list[Path], drops: dict[str, l
     written = []
     for source in sources:
         path = kernel_path(kernel_dir, source)
-        path.write_bytes(blank(Path(source).read_bytes(), drops.get(str(source), [])))
+        path.write_bytes(blank(Path(source).read_bytes(), drops.get(str(source), []),
+                               (insertions or {}).get(str(source), [])))
         written.append(path)
     return written

@@ -58,6 +58,8 @@ class Unit:
     last: bool = False
     expression: bool = False
     asm: bool = False
+    initializes: set = field(default_factory=set)
+    """A ``for``'s variables its init assigns (``for (j = 0; ...)``): written before its header reads them."""
 
 
 @dataclass
@@ -168,6 +170,16 @@ class Slice:
         spans.sort()
         return all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
 
+    def _initialized(self, cursor, header, function: Function) -> set:
+        """The variables a ``for``'s init expression assigns without reading them first."""
+        semicolon = next((t.extent.start.offset for t in cursor.get_tokens() if t.spelling == ";"), None)
+        found = set()
+        for part in header:
+            if semicolon is not None and part.extent.end.offset <= semicolon and part.kind.name != "DECL_STMT":
+                effects = self.analyzer.whole(part, function.usr)
+                found |= {w for w in effects.writes if w[0] == "var"} - effects.reads
+        return found
+
     def _build(self, cursor, function: Function, parent, loop, switch, last) -> None:
         kind = cursor.kind.name
         extent = cursor.extent
@@ -182,6 +194,8 @@ class Slice:
             header, subs = self._parts(cursor)
             if self._separable(cursor, subs):
                 unit.container = True
+                if kind == "FOR_STMT":
+                    unit.initializes = self._initialized(cursor, header, function)
                 for part in header:
                     if part.kind.name == "DECL_STMT":
                         unit.effects.add(analyzer.declaration(part))
