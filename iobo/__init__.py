@@ -6,8 +6,6 @@ kernels over MPI; the search space spans HDF5, MPI-IO (ROMIO) and Lustre.
 """
 
 from iobo.errors import ConfigError, IoboError, KernelError, SpaceError
-from iobo.config import IOConfig
-from iobo.space import Parameter, Space, Workload, io_stack_space
 
 __all__ = [
     "ConfigError",
@@ -26,7 +24,15 @@ __all__ = [
 __version__ = "0.1.0"
 
 
+_LAZY = {"IOConfig": "iobo.config", "Parameter": "iobo.space", "Space": "iobo.space", "Workload": "iobo.space",
+         "io_stack_space": "iobo.space"}  # loaded when first used: a replay kernel's ranks import only iobo.errors
+
+
 def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
     if name == "Tuner":
         from iobo.tuner import Tuner
 

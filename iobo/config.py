@@ -22,8 +22,8 @@ import os
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from html import escape
 from typing import Any
-from xml.sax.saxutils import escape
 
 from iobo.errors import ConfigError, SpaceError
 from iobo.space import Parameter, Space, Workload, format_value, io_stack_space
@@ -34,6 +34,11 @@ H5TUNER_HDF5 = ("chunk_size", "sieve_buf_size", "meta_block_size", "mdc_initial_
                 "coll_metadata")
 """The HDF5 parameters H5Tuner's XML names as elements of their own (alignment is one element of two)."""
 ENV_PREFIX = "IOBO_"
+
+
+def xml_text(text: str) -> str:
+    """``text`` with ``&``, ``<`` and ``>`` escaped, as XML element content (the H5Tuner config file)."""
+    return escape(text, quote=False)
 
 
 @dataclass(frozen=True)
@@ -140,9 +145,9 @@ class IOConfig:
             )
         for name in H5TUNER_HDF5:
             if name in v:
-                hdf5.append(f"<{name}>{escape(str(v[name]))}</{name}>")
+                hdf5.append(f"<{name}>{xml_text(str(v[name]))}</{name}>")
         for name, value in self.mpi_hints().items():
-            (pfs if self.space[name].layer == "lustre" else mpi).append(f"<{name}>{escape(value)}</{name}>")
+            (pfs if self.space[name].layer == "lustre" else mpi).append(f"<{name}>{xml_text(value)}</{name}>")
 
         def section(tag: str, items: list[str]) -> str:
             inner = "".join(f"\n    {i}" for i in items)
