@@ -93,8 +93,8 @@ def kind(name: str, header: str | None, stream: str | None = None, synthetic: fr
 
 
 def bulk_argument(name: str, synthetic: frozenset[str] = frozenset()) -> int | None:
-    """The index of ``name``'s data argument, -1 for every argument of a function the user named synthetic,
-    None for no bulk argument."""
+    """The index of ``name``'s data argument, -1 for every argument of a function the user named synthetic (but
+    its strings: a file name is no data), None for no bulk argument."""
     if name in synthetic:
         return -1
     return BULK.get(name)

@@ -112,6 +112,18 @@ class Analyzer:
         TK = self.ci.TypeKind
         return type_.get_canonical().kind in (TK.CONSTANTARRAY, TK.INCOMPLETEARRAY, TK.VARIABLEARRAY)
 
+    def is_string(self, argument) -> bool:
+        """Is ``argument`` a C string (a ``char *`` or char array): a name or a mode, never bulk data?"""
+        TK = self.ci.TypeKind
+        type_ = self.strip(argument).type.get_canonical()
+        if type_.kind == TK.POINTER:
+            type_ = type_.get_pointee().get_canonical()
+        elif type_.kind in (TK.CONSTANTARRAY, TK.INCOMPLETEARRAY, TK.VARIABLEARRAY):
+            type_ = type_.element_type.get_canonical()
+        else:
+            return False
+        return type_.kind in (TK.CHAR_S, TK.CHAR_U, TK.SCHAR)
+
     def is_pointer(self, type_) -> bool:
         return type_.get_canonical().kind == self.ci.TypeKind.POINTER
 
@@ -288,7 +300,7 @@ class Analyzer:
             if not pointed:
                 continue
             output = call_kinds.OUTPUT.get(name) == i or (name in call_kinds.SCANF and i >= len(parameters))
-            if bulk != i and bulk != -1 and not output:
+            if bulk != i and (bulk != -1 or self.is_string(argument)) and not output:
                 effects.reads |= pointed
             if i < len(parameters):
                 parameter = parameters[i].get_canonical()

@@ -88,13 +88,10 @@ def extract(sources, kernel_dir, flags: list[str] | None = None, compile_command
         gates = plan.gates
         notes += plan.notes
     if redirect is not None:
-        reached = sliced.reached()
-
-        def in_kernel(file: str, offset: int) -> bool:
+        def in_kernel(file: str, offset: int) -> bool:  # in a function the kernel keeps, not in a dropped statement
             if any(start <= offset < end for start, end, _ in drops.get(file, [])):
                 return False
-            return any(f.file == file and f.start <= offset < f.end and f.editable and f.usr in reached
-                       for f in sliced.functions.values())
+            return any(f.file == file and f.start <= offset < f.end for f in sliced.functions.values())
 
         switched, redirected, redirect_notes = redirection.plan(ci, units, paths, in_kernel)
         for file, edits in switched.items():

@@ -245,3 +245,56 @@ def test_redirect_keeps_the_input_where_it_is(library, scratch, capsys):
     assert files_under(run) == []
     assert (scratch / "in.txt").read_text() == "4096 400 100\n" and not Path(f"{target}{scratch}/in.txt").exists()
     assert os.listdir(scratch / "mixed-redirected").count("iobo_kernel.c") == 1
+
+
+SAVED = r"""
+#include <fcntl.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static void save(const double *data, int n, const char *name)
+{
+    int fd = open(name, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, data, (size_t)n * sizeof *data) < 0 || close(fd) != 0)
+        MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int n = 1000;
+    double *data = malloc((size_t)n * sizeof *data);
+    char name[4096];
+    for (int step = 0; step < 3; step++) {
+        for (int i = 0; i < n; i++)
+            data[i] = step * i;
+        snprintf(name, sizeof name, "%s.%d.%d", argv[1], rank, step);
+        save(data, n, name);
+    }
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_a_synthetic_writer_keeps_its_file_name_and_is_redirected(library, scratch, capsys):
+    """save() is named --synthetic (its data may be synthetic): the data's computation is dropped, but the name it
+    is given is a string, not data, so the snprintf that makes it is kept; and the open in save()'s body, kept
+    whole, is redirected too."""
+    source, target, run = scratch / "saved.c", scratch / "fast", scratch / "run"
+    source.write_text(SAVED)
+    run.mkdir()
+    out = cli(capsys, source, "-o", scratch / "saved-kernel", "--synthetic", "save", "--redirect", target, "--run",
+              run / "out", "--", "-Wall", "-Werror")
+    assert f"redirected into {target}: open saved.c:10" in out, out
+    assert "posix: 48,000 B in 6 writes" in out, out  # 3 steps x 2 ranks x 1000 doubles
+    kernel = (scratch / "saved-kernel" / "saved.c").read_text()
+    assert 'snprintf(name, sizeof name, "%s.%d.%d", argv[1], rank, step);' in kernel
+    assert "data[i] = step * i;" not in kernel
+    mirrored = Path(f"{target}{run}")
+    assert files_under(target) == [mirrored / f"out.{rank}.{step}" for rank in range(2) for step in range(3)]
+    assert files_under(run) == []
