@@ -119,7 +119,8 @@ def _confirm_on_program(args, program_tuner, kernel_tuner, kernel_study) -> None
     values, source = recommended(kernel_study, kernel_tuner.space, kernel_tuner.workload,
                                  minimal=not args.no_minimize)
     if IOConfig(values, kernel_tuner.space).is_default():
-        print(f"on the program: the kernel's {source} is the system default: nothing to confirm, keep the default")
+        print(f"on the program: nothing to confirm, keep the default: the kernel study recommends the system "
+              f"default ({source})")
         return
     pairs = max(args.confirm, INTERVAL_MIN_RUNS)
     study = program_tuner.open_study()
