@@ -3,9 +3,11 @@
 Every run starts with the system default configuration (the tuner's
 baseline), then lets the optimizer choose.  Optuna samplers share one
 ask/tell loop; the H5Evolve-like GA runs its own DEAP loop over the same
-measurements.  A run returns a :class:`Run`: the true value of every
+measurements; blind sampling without replacement (``blind``: the default,
+then distinct configurations in a seeded random order) is the baseline a
+sampler must beat.  A run returns a :class:`Run`: the true value of every
 evaluated configuration, the optimizer's own pick of the best (its
-*recommendation*) at checkpoints, and CPU seconds per suggestion.
+*recommendation*) after every evaluation, and CPU seconds per suggestion.
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ CHECKPOINTS = (10, 20, 50)
 @dataclass
 class Run:
     """truths: true MB/s of each evaluated configuration, in order;
-    recommended: evaluation count -> true MB/s of the optimizer's pick;
+    recommended: evaluation count (every one) -> true MB/s of the optimizer's pick;
+    best_run: evaluation count (every one) -> true MB/s of the configuration of the best
+    single run so far (what ``iobo best`` recommends, :func:`iobo.trials.best_trial`);
     cpu: CPU seconds the optimizer spent choosing each configuration."""
 
     truths: list[float] = field(default_factory=list)
     recommended: dict[int, float] = field(default_factory=dict)
+    best_run: dict[int, float] = field(default_factory=dict)
     cpu: list[float] = field(default_factory=list)
 
 
@@ -57,9 +62,10 @@ def suggest(trial: optuna.Trial, problem: Problem) -> dict[str, Any]:
 
 def run_optuna(problem: Problem, sampler: optuna.samplers.BaseSampler, budget: int, seed: int,
                recommend: Callable[[optuna.Study], dict] | None = None, storage=None,
-               study_name: str | None = None) -> Run:
-    """Ask/tell loop; ``recommend(study)`` gives the pick (default: best measured run);
-    storage, study_name: where the study is kept (default: a new in-memory study)."""
+               study_name: str | None = None, recommend_at: Callable[[int], bool] | None = None) -> Run:
+    """Ask/tell loop; ``recommend(study)`` gives the pick (default: best measured run), after the
+    evaluations ``recommend_at(n)`` says (default: every one); storage, study_name: where the study is
+    kept (default: a new in-memory study)."""
     rng = measurement_rng(seed)
     study = optuna.create_study(direction="maximize", sampler=sampler, storage=storage, study_name=study_name)
     study.enqueue_trial(problem.default)
@@ -71,9 +77,49 @@ def run_optuna(problem: Problem, sampler: optuna.samplers.BaseSampler, budget: i
         run.cpu.append(time.process_time() - start)
         study.tell(trial, problem.measure(config, rng))
         run.truths.append(problem.truth(config))
-        if n in CHECKPOINTS:
-            pick = recommend(study) if recommend else study.best_trial.params
-            run.recommended[n] = problem.truth(pick)
+        run.best_run[n] = problem.truth(study.best_trial.params)
+        if recommend is None:
+            run.recommended[n] = run.best_run[n]
+        elif recommend_at is None or recommend_at(n) or n == budget:
+            run.recommended[n] = problem.truth(recommend(study))
+    return run
+
+
+BLIND_ENUMERATE = 100_000  # grids up to this size are shuffled whole; larger ones drawn from with rejection
+
+
+def run_blind(problem: Problem, budget: int, seed: int) -> Run:
+    """Blind sampling without replacement: the default, then distinct configurations in a seeded random order
+    (uniform over a grid of at most ``BLIND_ENUMERATE`` configurations; a larger one: each parameter's index
+    drawn uniformly, repeats skipped); after the whole grid, it starts over.  The pick: the best measured run."""
+    rng = measurement_rng(seed)
+    order = np.random.default_rng([seed, 11])
+    grid = problem.grid
+    key = lambda config: tuple(grid.indices(config))  # noqa: E731
+    seen = {key(problem.default)}
+    if grid.size() <= BLIND_ENUMERATE:
+        rest = [c for c in grid.configurations() if key(c) not in seen]
+        rest = [rest[i] for i in order.permutation(len(rest))]
+        draw = lambda n: rest[(n - 2) % len(rest)]  # noqa: E731  (n >= 2: the default was first)
+    else:
+        sizes = [len(grid.choices[n]) for n in grid.names]
+
+        def draw(n: int) -> dict:
+            for _ in range(1000):
+                config = grid.from_indices([order.integers(m) for m in sizes])
+                if key(config) not in seen:
+                    break
+            seen.add(key(config))
+            return config
+    run, best = Run(), (-np.inf, 0, None)
+    for n in range(1, budget + 1):
+        start = time.process_time()
+        config = dict(problem.default) if n == 1 else draw(n)
+        run.cpu.append(time.process_time() - start)
+        value = problem.measure(config, rng)
+        run.truths.append(problem.truth(config))
+        best = max(best, (value, n, config), key=lambda b: b[0])
+        run.recommended[n] = run.best_run[n] = problem.truth(best[-1])
     return run
 
 
@@ -98,8 +144,8 @@ def run_ga(problem: Problem, budget: int, seed: int) -> Run:
         value = problem.measure(config, rng)
         run.truths.append(problem.truth(config))
         best.append((value, config))
-        if len(run.truths) in CHECKPOINTS:
-            run.recommended[len(run.truths)] = problem.truth(max(best, key=lambda b: b[0])[1])
+        run.recommended[len(run.truths)] = problem.truth(max(best, key=lambda b: b[0])[1])
+        run.best_run[len(run.truths)] = run.recommended[len(run.truths)]
         return value
 
     class Fitness(base.Fitness):
@@ -143,18 +189,24 @@ def run_ga(problem: Problem, budget: int, seed: int) -> Run:
     return run
 
 
-def optimizers(budget: int, iobo: dict | None = None) -> dict[str, Callable[[Problem, int], Run]]:
-    """name -> (problem, seed) -> Run; iobo: keyword arguments of iobo's GPSampler."""
+def optimizers(budget: int, iobo: dict | None = None, recommend_at: Callable[[int], bool] | None = None
+               ) -> dict[str, Callable[[Problem, int], Run]]:
+    """name -> (problem, seed) -> Run; iobo: keyword arguments of iobo's GPSampler (``iobo-gp``;
+    ``iobo-gp-remeasure`` adds ``incumbent_runs=2``); recommend_at: evaluation counts after which
+    iobo's pick (its GP incumbent, a fit) is taken (default: every one)."""
     return {
         "random": lambda p, s: run_optuna(p, optuna.samplers.RandomSampler(seed=s), budget, s),
+        "blind": lambda p, s: run_blind(p, budget, s),
         "ga": lambda p, s: run_ga(p, budget, s),
         "tpe": lambda p, s: run_optuna(
             p, optuna.samplers.TPESampler(seed=s, multivariate=True, group=True), budget, s),
         "optuna-gp": lambda p, s: run_optuna(p, optuna.samplers.GPSampler(seed=s), budget, s),
-        "iobo-gp": lambda p, s: _run_iobo(p, budget, s, iobo or {}),
+        "iobo-gp": lambda p, s: _run_iobo(p, budget, s, iobo or {}, recommend_at),
+        "iobo-gp-remeasure": lambda p, s: _run_iobo(p, budget, s, {"incumbent_runs": 2, **(iobo or {})}, recommend_at),
     }
 
 
-def _run_iobo(problem: Problem, budget: int, seed: int, kwargs: dict) -> Run:
+def _run_iobo(problem: Problem, budget: int, seed: int, kwargs: dict, recommend_at=None) -> Run:
     sampler = GPSampler(seed=seed, **kwargs)
-    return run_optuna(problem, sampler, budget, seed, recommend=lambda study: sampler.incumbent(study)[0])
+    return run_optuna(problem, sampler, budget, seed, recommend=lambda study: sampler.incumbent(study)[0],
+                      recommend_at=recommend_at)

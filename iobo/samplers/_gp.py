@@ -84,6 +84,11 @@ class GPSampler(BaseSampler):
     the noise-aware acquisition prefers that to a new configuration (1, the
     default: never; benchmarks with CV 20-40% found new configurations the
     better use of a run, and the tuner re-measures its final pick anyway);
+    incumbent_runs: the configuration with the best posterior mean is
+    re-measured, before anything new is proposed, until measured this many
+    times (1: never): a lucky single run then cannot stay the incumbent, and
+    the runs it takes let the GP tell noise from signal (see
+    :func:`iobo._gp.propose.propose`);
     max_enumerate: spaces of at most this many configurations
     have their acquisition maximised exactly, larger ones by local search;
     ratios: ``(first, second)`` parameter pairs that act through their
@@ -109,6 +114,7 @@ class GPSampler(BaseSampler):
         n_startup_trials: int = 5,
         initial_params: Sequence[Mapping[str, Any]] = (),
         max_repeats: int = 1,
+        incumbent_runs: int = 1,
         max_enumerate: int = 100_000,
         ratios: Sequence[tuple[str, str]] = SIZE_RATIOS,
         log_values: bool | None = None,
@@ -120,6 +126,7 @@ class GPSampler(BaseSampler):
         self._seed = int(seed) if seed is not None else int(np.random.SeedSequence().generate_state(1)[0])
         self._n_startup = check_int(name, "n_startup_trials", n_startup_trials, 1, "use 1 to start modelling at once")
         self._max_repeats = check_int(name, "max_repeats", max_repeats, 1, "use 1 to never re-measure")
+        self._incumbent_runs = check_int(name, "incumbent_runs", incumbent_runs, 1, "use 1 to never re-measure it")
         self._max_enumerate = check_int(name, "max_enumerate", max_enumerate, 1, "e.g. 100000")
         if log_values not in (None, True, False):
             raise ConfigError(f"GPSampler log_values must be True, False or None; got {log_values!r}; "
@@ -188,7 +195,8 @@ class GPSampler(BaseSampler):
         with threadpool_limits(1):  # BLAS/OpenMP threads only slow down these small problems
             fitted = self._fit(data, remember=True).fit
             rng = np.random.default_rng([self._seed, trial.number])
-            row = propose(data.encoding, fitted, rng, data.pending, data.failed, self._max_repeats, self._max_enumerate)
+            row = propose(data.encoding, fitted, rng, data.pending, data.failed, self._max_repeats, self._max_enumerate,
+                          self._incumbent_runs)
         return data.encoding.to_config(row)
 
     def sample_independent(

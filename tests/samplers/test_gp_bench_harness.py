@@ -140,4 +140,25 @@ def test_benchmarks_run_as_modules_from_the_project_root():
     )
     assert out.returncode == 0, out.stderr
     assert "## lustre4 (synthetic, 4 params, CV 10%;" in out.stdout
-    assert out.stdout.count("\nrandom ") == 1
+    assert out.stdout.count("\nrandom ") == 2  # a row in the levels table, one in the table against S
+    assert "## lustre4 against S: known truth" in out.stdout
+
+
+def test_blind_sampling_is_without_replacement_default_first_and_seeded():
+    from experiments.harness.optimizers import run_blind
+    from experiments.harness.truth import truth_of
+    from experiments.sampler.bench import to_s
+
+    table = problems.load_table(FIXTURE)
+    size = table.grid.size()
+    run = run_blind(table, size, seed=3)
+    assert run.truths[0] == table.truth(table.default)
+    configs = [c for c in table.grid.configurations()]
+    assert sorted(run.truths) == sorted(table.truth(c) for c in configs)  # every configuration once
+    assert run_blind(table, size, seed=3).truths == run.truths
+    assert run_blind(table, size, seed=4).truths != run.truths
+    assert all(run.recommended[n] == run.best_run[n] for n in range(1, size + 1))
+    truth = truth_of(table)
+    first = to_s(run.truths, truth, size)
+    assert truth.in_s(run.truths[first - 1]) and not any(truth.in_s(v) for v in run.truths[:first - 1])
+    assert to_s([0.0] * size, truth, size) == size + 1

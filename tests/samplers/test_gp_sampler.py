@@ -292,3 +292,38 @@ def test_issue17_the_incumbent_of_noisy_integers_is_their_optimum():
     params, value = sampler.incumbent(study)
     assert params == {"x": 7, "y": 6, "z": 4}
     assert 85 < value < 115
+
+
+def test_a_lucky_single_run_is_re_measured_before_it_can_displace_the_incumbent():
+    # 16 configurations: (3, 3) is the best (1,000 MB/s run after run); (0, 0) is weak (400 MB/s) but its first
+    # run was lucky (2,000 MB/s), as a page-cache run can be
+    grid = {"a": (0, 1, 2, 3), "b": (0, 1, 2, 3)}
+    truth = {(a, b): 600.0 + 10 * a + 10 * b for a in grid["a"] for b in grid["b"]} | {(3, 3): 1000.0, (0, 0): 400.0}
+
+    def tuned(sampler, asks):
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        for a, b in [(1, 1), (3, 3), (2, 1), (1, 2), (0, 0)]:
+            study.enqueue_trial({"a": a, "b": b})
+        runs = {}
+        for _ in range(5 + asks):
+            trial = study.ask()
+            key = tuple(trial.suggest_categorical(n, v) for n, v in grid.items())
+            runs[key] = runs.get(key, 0) + 1
+            study.tell(trial, 2000.0 if key == (0, 0) and runs[key] == 1 else truth[key])
+        return study, [tuple(t.params.values()) for t in study.trials[5:]]
+
+    # by default one run per configuration: the lucky run stays the incumbent, however many trials follow
+    study, proposed = tuned(GPSampler(seed=0, n_startup_trials=5), 6)
+    assert (0, 0) not in proposed and GPSampler(seed=0).incumbent(study)[0] == {"a": 0, "b": 0}
+    # incumbent_runs=2: the lucky configuration is measured again at once, its luck shows, and the incumbent is the
+    # configuration that is best run after run (itself re-measured when it becomes the incumbent)
+    sampler = GPSampler(seed=0, n_startup_trials=5, incumbent_runs=2)
+    study, proposed = tuned(sampler, 6)
+    assert proposed[:2] == [(0, 0), (3, 3)]
+    assert sampler.incumbent(study)[0] == {"a": 3, "b": 3}
+    assert len(set(proposed[2:])) == 4 and not set(proposed[2:]) & {(0, 0), (3, 3)}  # then new configurations
+
+
+def test_incumbent_runs_is_checked():
+    with pytest.raises(ConfigError, match=r"GPSampler incumbent_runs must be an integer >= 1; got 0; use 1"):
+        GPSampler(incumbent_runs=0)
