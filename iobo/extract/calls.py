@@ -61,6 +61,8 @@ OUTPUT = {
 }
 """Function -> index of the argument it only stores into (a read's buffer, a formatted name, a copy's
 destination): its old contents are not read."""
+DEALLOCATORS = {"free", "cfree"}
+"""Calls that end a block's life: they neither read nor write its contents (reading it after is undefined)."""
 COMPRESSION = {"H5Pset_deflate", "H5Pset_szip", "H5Pset_filter", "H5Pset_nbit", "H5Pset_scaleoffset",
                "H5Pset_shuffle", "H5Pset_fletcher32"}
 LIBRARY_DIRS = ("/bits/", "/sys/", "/mpich", "/openmpi", "/hdf5", "/gcc/", "/linux/", "/asm")

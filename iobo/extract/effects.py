@@ -54,10 +54,14 @@ class Effects:
     names: set = field(default_factory=set)
     compression: bool = False
     messages: bool = False
+    plain_writes: set = field(default_factory=set)
+    """The writes but those through a pointer to memory its function allocated (:attr:`Analyzer.fresh`): a
+    store into a fresh array (``a = malloc(...); a[i] = ...``) is no store into what the program held before."""
 
     def add(self, other: "Effects") -> "Effects":
         self.reads |= other.reads
         self.writes |= other.writes
+        self.plain_writes |= other.plain_writes
         self.calls |= other.calls
         self.io += other.io
         self.unknown += other.unknown
@@ -80,6 +84,7 @@ class Analyzer:
         self.K = ci.CursorKind
         self.defined = defined
         self.escaped: set = set()
+        self.fresh: set = set()
         self.synthetic = synthetic
         self.bulk = True
         lib = ci.conf.lib
@@ -135,6 +140,25 @@ class Analyzer:
         if decl.type.get_canonical().kind == self.ci.TypeKind.RECORD:
             found.add(self.mem_key(decl.type))
         return found
+
+    def write(self, effects: Effects, found: set, target=None) -> None:
+        """``found`` written, through ``target`` (an lvalue or a pointer argument; None: not through memory)."""
+        effects.writes |= found
+        if target is None or not self.through_fresh(target):
+            effects.plain_writes |= found
+
+    def through_fresh(self, target) -> bool:
+        """Does ``target`` (``p[i]``, ``*p``, ``p``, ``&p[i]``) reach memory through a pointer in :attr:`fresh`?"""
+        K = self.K
+        target = self.strip(target)
+        if target.kind == K.UNARY_OPERATOR and self._unary(target) == ADDRESS_OF:
+            return self.through_fresh(next(target.get_children()))
+        if target.kind == K.ARRAY_SUBSCRIPT_EXPR or (target.kind == K.UNARY_OPERATOR and self._unary(target) == DEREF):
+            base = self.strip(next(target.get_children()))
+            return base.kind == K.DECL_REF_EXPR and self.is_pointer(base.type) and base.referenced is not None \
+                and self.var_key(base.referenced) in self.fresh
+        return target.kind == K.DECL_REF_EXPR and self.is_pointer(target.type) and target.referenced is not None \
+            and self.var_key(target.referenced) in self.fresh
 
     # -- expressions ------------------------------------------------------------------------------------------
 
@@ -214,7 +238,7 @@ class Analyzer:
             if operator in (POST_INC, POST_DEC, PRE_INC, PRE_DEC):
                 found, effects = self.lvalue(operand)
                 effects.reads |= found
-                effects.writes |= found
+                self.write(effects, found, operand)
                 return effects
             return self.rvalue(operand)
         if kind in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR):
@@ -222,7 +246,7 @@ class Analyzer:
             operator = self._binary(cursor)
             if len(children) == 2 and (operator == ASSIGN or operator in COMPOUND_ASSIGN or operator == 0):
                 found, effects = self.lvalue(children[0])
-                effects.writes |= found
+                self.write(effects, found, children[0])
                 if operator != ASSIGN:  # a compound assignment, or an operator libclang did not name: both
                     effects.reads |= found
                 return effects.add(self.rvalue(children[1]))
@@ -270,9 +294,9 @@ class Analyzer:
                 effects.add(self.rvalue(target))
             for argument in arguments:
                 effects.reads |= self.pointee(argument)
-                effects.writes |= self.pointee(argument)
+                self.write(effects, self.pointee(argument))
             effects.reads.add(ANY_MEMORY)
-            effects.writes.add(ANY_MEMORY)
+            self.write(effects, {ANY_MEMORY})
             return effects
         name = callee.spelling
         usr = callee.get_usr()
@@ -296,7 +320,7 @@ class Analyzer:
         bulk = call_kinds.bulk_argument(name, self.synthetic) if self.bulk else None
         parameters = list(callee.type.argument_types()) if callee.type.kind == self.ci.TypeKind.FUNCTIONPROTO else []
         for i, argument in enumerate(arguments):
-            pointed = self.pointee(argument)
+            pointed = self.pointee(argument) if name not in call_kinds.DEALLOCATORS else set()
             if not pointed:
                 continue
             output = call_kinds.OUTPUT.get(name) == i or (name in call_kinds.SCANF and i >= len(parameters))
@@ -309,7 +333,7 @@ class Analyzer:
             else:
                 writes = name in call_kinds.SCANF or not parameters
             if writes:
-                effects.writes |= pointed
+                self.write(effects, pointed, argument)
         return effects
 
     # -- statements -------------------------------------------------------------------------------------------
@@ -320,7 +344,7 @@ class Analyzer:
         for decl in cursor.get_children():
             if decl.kind != self.K.VAR_DECL:
                 continue
-            effects.writes |= self.var_locations(decl)
+            self.write(effects, self.var_locations(decl))
             effects.names.add(self.var_key(decl))
             for child in decl.get_children():
                 if child.kind.is_expression():
@@ -336,7 +360,7 @@ class Analyzer:
             return self.rvalue(cursor)
         effects = Effects()
         if cursor.kind == K.RETURN_STMT and function_usr is not None:
-            effects.writes.add(("ret", function_usr))
+            self.write(effects, {("ret", function_usr)})
         for child in cursor.get_children():
             effects.add(self.whole(child, function_usr))
         return effects
@@ -386,3 +410,48 @@ class Analyzer:
                 visit(child, (kind == K.ARRAY_SUBSCRIPT_EXPR and i == 0) or passed)
 
         visit(root, False)
+
+    ALLOCATORS = ("malloc", "calloc", "aligned_alloc", "valloc", "memalign", "strdup", "strndup")
+
+    def find_fresh(self, definitions) -> None:
+        """Set :attr:`fresh`: the local pointers of ``definitions`` (function cursors) only ever assigned an
+        allocation (``malloc`` and its kin, or a function of the sources that returns one of its own fresh
+        pointers), whose address does not escape; to a fixpoint over the functions."""
+        K = self.K
+        assigned: dict[tuple, list] = {}
+        returned: dict[str, list] = {}
+        for definition in definitions:
+            usr = definition.get_usr()
+            for cursor in definition.walk_preorder():
+                if cursor.kind == K.VAR_DECL and self.is_pointer(cursor.type) and \
+                        cursor.semantic_parent is not None and cursor.semantic_parent.kind == K.FUNCTION_DECL and \
+                        cursor.storage_class != self.ci.StorageClass.STATIC:
+                    init = [c for c in cursor.get_children() if c.kind.is_expression()]
+                    assigned.setdefault(self.var_key(cursor), []).extend(init[-1:])
+                elif cursor.kind == K.BINARY_OPERATOR and self._binary(cursor) == ASSIGN:
+                    left, right = list(cursor.get_children())[:2]
+                    left = self.strip(left)
+                    if left.kind == K.DECL_REF_EXPR and left.referenced is not None:
+                        assigned.setdefault(self.var_key(left.referenced), []).append(right)
+                elif cursor.kind == K.RETURN_STMT:
+                    returned.setdefault(usr, []).extend(c for c in cursor.get_children() if c.kind.is_expression())
+        fresh_functions: set[str] = set()
+        candidates = {key for key in assigned if len(key) == 3 and key not in self.escaped}
+
+        def allocates(expression) -> bool:
+            expression = self.strip(expression)
+            if expression.kind == K.CALL_EXPR and expression.referenced is not None:
+                return expression.spelling in self.ALLOCATORS or expression.referenced.get_usr() in fresh_functions
+            return False
+
+        changed = True
+        while changed:
+            self.fresh = {key for key in candidates if assigned[key] and all(allocates(e) for e in assigned[key])}
+            found = set()
+            for usr, values in returned.items():
+                stripped = [self.strip(v) for v in values]
+                if values and all(v.kind == K.DECL_REF_EXPR and v.referenced is not None
+                                  and self.var_key(v.referenced) in self.fresh for v in stripped):
+                    found.add(usr)
+            changed = found != fresh_functions
+            fresh_functions = found

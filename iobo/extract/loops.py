@@ -178,12 +178,12 @@ class LoopPlan:
         units = sorted((self.s.units[j] for j in function.units if j in self.s.kept), key=lambda u: u.start)
         exposed, written = set(), set()
         for unit in units:
-            reads, writes = set(unit.effects.reads), set(unit.effects.writes)
+            reads, writes = set(unit.effects.reads), set(unit.effects.plain_writes)
             for callee in unit.effects.calls:
                 if callee in active or callee == usr:
                     for j in self.s.functions[callee].units if callee in self.s.functions else ():
                         reads |= self.s.units[j].effects.reads
-                        writes |= self.s.units[j].effects.writes
+                        writes |= self.s.units[j].effects.plain_writes
                 else:
                     callee_reads, callee_writes = self.summary(callee, active | {usr})
                     reads |= callee_reads
@@ -197,11 +197,12 @@ class LoopPlan:
 
     def effects(self, unit_id: int) -> tuple[set, set]:
         """(reads, writes) of one unit (a container: its header), with those of the functions it calls (their
-        reads before their writes), but the callees' own locals and return values."""
+        reads before their writes), but the callees' own locals and return values, and the stores into memory
+        allocated where they are made (:attr:`iobo.extract.effects.Effects.plain_writes`)."""
         cached = self._effects.get(unit_id)
         if cached is None:
             unit = self.s.units[unit_id]
-            reads, writes = set(unit.effects.reads), set(unit.effects.writes)
+            reads, writes = set(unit.effects.reads), set(unit.effects.plain_writes)
             for usr in unit.effects.calls:
                 callee_reads, callee_writes = self.summary(usr)
                 reads |= callee_reads

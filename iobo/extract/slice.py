@@ -105,6 +105,7 @@ class Slice:
         self.analyzer = Analyzer(ci, defined, frozenset(synthetic))
         for cursor in definitions:
             self.analyzer.find_escapes(cursor)
+        self.analyzer.find_fresh(definitions)
         compression = [c for definition in definitions for c in definition.walk_preorder()
                        if c.kind == ci.CursorKind.CALL_EXPR and c.spelling in COMPRESSION]
         if compression:

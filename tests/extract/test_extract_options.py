@@ -298,3 +298,79 @@ def test_a_synthetic_writer_keeps_its_file_name_and_is_redirected(library, scrat
     mirrored = Path(f"{target}{run}")
     assert files_under(target) == [mirrored / f"out.{rank}.{step}" for rank in range(2) for step in range(3)]
     assert files_under(run) == []
+
+
+ROWS = r"""
+#include <fcntl.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static double **rows_of(int n, int m)
+{
+    double **a = malloc((size_t)n * sizeof *a);
+    a[0] = calloc((size_t)n * (size_t)m, sizeof **a);
+    for (int i = 1; i < n; i++)
+        a[i] = a[0] + (size_t)i * (size_t)m;
+    return a;
+}
+
+static void release(double **a)
+{
+    free(a[0]);
+    free(a);
+}
+
+static void dump(double **field, int n, int m, const char *name)
+{
+    double **copy = rows_of(n, m);
+    for (int i = 0; i < n; i++)
+        memcpy(copy[i], field[i], (size_t)m * sizeof **copy);
+    int fd = open(name, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, copy[0], (size_t)n * (size_t)m * sizeof **copy) < 0 || close(fd) != 0)
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    release(copy);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, n = 100, m = 100, steps = atoi(argv[2]);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    double **field = rows_of(n, m);
+    char name[4096];
+    for (int step = 1; step <= steps; step++) {
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < m; j++)
+                field[i][j] += 0.5 * step;
+        if (step % 10 == 0) {
+            snprintf(name, sizeof name, "%s.%d.%d", argv[1], rank, step);
+            dump(field, n, m, name);
+        }
+    }
+    release(field);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_a_dump_through_its_own_rows_is_reduced(library, scratch, capsys):
+    """dump() copies the field into rows it allocates (rows_of: malloc'd row pointers, as heat-restart's
+    malloc_2d) and frees them: stores into memory allocated where they are made, and frees, do not touch the
+    field's rows, so the dump is gated (before, its stores into double * memory looked like the field's)."""
+    source = scratch / "rows.c"
+    source.write_text(ROWS)
+    program = scratch / "rows"
+    subprocess.run(["mpicc.mpich", "-Wall", "-Werror", "-o", str(program), str(source)], check=True)
+    out = cli(capsys, source, "-o", scratch / "rows-kernel", "--reduce-loops", 3, "--run", "{workdir}/out 100",
+              "--", "-Wall", "-Werror")
+    assert "reduced: rows.c:42 (I/O from line 48): 1 in 3 runs of that I/O" in out, out
+    assert "I/O from rows.c:48: reached 20 times on all ranks, run 8" in out, out  # 10 dumps, 4 kept per rank
+    assert "posix: 1,600,000 B in 20 writes" in out, out  # 10 dumps x 2 ranks x 80,000 B, estimated
+    theirs = signature(run_once(f"{program} {{workdir}}/out 100", 2)["report"])
+    ours = run_scaled(f"{scratch / 'rows-kernel' / 'kernel'} {{workdir}}/out 100", 2)
+    rows = compare(theirs, ours["estimate"])
+    assert failures(rows) == [], render(rows)
