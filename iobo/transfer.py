@@ -10,13 +10,21 @@ context (other ranks, sizes or file system, :mod:`iobo.context`) give:
   configuration *and* the context (``CONTEXT_FEATURES``: ranks, bytes per
   call, file system), fitted to ``log(speedup)`` of all those trials
   (:func:`fit_transfer`, a :class:`TransferModel`);
-- candidates: each earlier study's best measured configurations, ranked by
-  the GP's predicted speedup at the new study's context.
+- candidates: the GP's own optimum at the new context (its posterior mean
+  maximised over every combination of the values the earlier studies
+  measured, :meth:`TransferModel.optimum`), and each earlier study's best
+  measured configurations, all ranked by the GP's predicted speedup at the
+  new study's context.
+
+Earlier studies are related (:func:`related_studies`) when they tuned the
+same kernel, or, for a program (``iobo tune --command``), the same command
+template with the same objective; the contexts (ranks, access size, file
+system) then tell them apart as the GP's inputs.
 
 ``iobo tune`` (warm start on by default when such studies exist;
 ``Tuner(warm_start=True)``) queues the best-ranked candidates right after
 the default runs (before the rules' trials), each with origin
-``transfer:<study>#<trial>`` and the predicted speedup in the trial attr
+``transfer:<study>#<trial>`` (the optimum: ``transfer:optimum``) and the predicted speedup in the trial attr
 ``predicted_speedup``, so the report can set the prediction against the
 measurement. After that the GP sampler decides with the model as its prior
 mean for the whole study (``GPSampler(prior_mean=...)``), weighted at each
@@ -27,6 +35,7 @@ within a few runs.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from iobo import trials
-from iobo.context import Context, study_context
+from iobo.context import CONTEXT_ATTR, Context, study_context
 from iobo.errors import ConfigError, SpaceError
 from iobo.space import Space, Workload
 
@@ -47,6 +56,11 @@ TOP_PER_STUDY = 10
 at the new context by the GP (which also discounts a lucky single run)."""
 MIN_TRIALS = 2
 """Completed tuning trials an earlier study needs to take part."""
+ENUMERATE_AT_MOST = 4096
+"""The optimum's search tries every combination of the measured values when there are at most this many, else
+climbs one parameter at a time from the best measured configurations (:data:`CLIMB_STARTS` of them)."""
+CLIMB_STARTS = 8
+OPTIMUM_ORIGIN = "transfer:optimum"
 
 
 @dataclass(frozen=True)
@@ -54,25 +68,29 @@ class Transferred:
     """A configuration from an earlier study, with the GP's prediction for the new context.
 
     values: the whole configuration; source, trial: the earlier study and
-    its trial that measured it; measured_speedup: its bandwidth over that
-    study's baseline; predicted_speedup: the GP's posterior mean speedup at
-    the new context (``exp`` of the mean of ``log(speedup)``); basis: what the
-    GP was fitted to, in words.
+    its trial that measured it (the GP's optimum, measured by no study:
+    source ``"optimum"``, trial None); measured_speedup: its bandwidth over
+    that study's baseline (None for the optimum); predicted_speedup: the GP's
+    posterior mean speedup at the new context (``exp`` of the mean of
+    ``log(speedup)``); basis: what the GP was fitted to, in words.
     """
 
     values: dict[str, Any]
     source: str
-    trial: int
-    measured_speedup: float
+    trial: int | None
+    measured_speedup: float | None
     predicted_speedup: float
     basis: str
 
     @property
     def origin(self) -> str:
-        return f"transfer:{self.source}#{self.trial}"
+        return OPTIMUM_ORIGIN if self.trial is None else f"transfer:{self.source}#{self.trial}"
 
     @property
     def reason(self) -> str:
+        if self.trial is None:
+            return (f"the transfer GP's optimum here, measured by no earlier study; predicted "
+                    f"{self.predicted_speedup:.2f}x by {self.basis}")
         return (f"{self.measured_speedup:.2f}x over the default in study {self.source!r} (trial {self.trial}); "
                 f"predicted {self.predicted_speedup:.2f}x here by {self.basis}")
 
@@ -82,23 +100,41 @@ class Transferred:
                 "predicted_speedup": self.predicted_speedup}
 
 
-def related_studies(storage, kernel: str, exclude: str | None = None) -> list:
-    """Studies in ``storage`` that tuned ``kernel`` (``exclude`` left out), with at least ``MIN_TRIALS``
-    completed tuning trials and a baseline."""
+def related_studies(storage, subject: "str | Context", exclude: str | None = None) -> list:
+    """Studies in ``storage`` of the same subject (``exclude`` left out), with at least ``MIN_TRIALS`` completed
+    tuning trials and a baseline.
+
+    subject: a kernel's name, or a new study's :class:`~iobo.context.Context`: its kernel, else its command
+    (a study of a program is related to the studies of the same command template and objective, whatever
+    their ranks, nodes or file system: the context tells those apart)."""
     import optuna
 
     from iobo.storage import open_storage
 
+    if isinstance(subject, str):
+        subject = Context(ranks=1, kernel=subject)
     storage = open_storage(storage)
     found = []
     for summary in optuna.get_all_study_summaries(storage):
-        if summary.study_name == exclude or summary.user_attrs.get("kernel") != kernel:
+        if summary.study_name == exclude or not _same_subject(summary.user_attrs, subject):
             continue
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
         done = trials.tuning_trials(study)
         if len(done) >= MIN_TRIALS and trials.baseline(done) is not None:
             found.append(study)
     return found
+
+
+def _same_subject(attrs: Mapping[str, Any], subject: Context) -> bool:
+    """Whether a study with these attrs tuned ``subject``'s kernel, or its command (same template, same
+    objective when the subject's study records one)."""
+    if subject.kernel is not None:
+        return attrs.get("kernel") == subject.kernel
+    if subject.command is None:
+        return False
+    command = attrs.get("command") or {}
+    stored = (attrs.get(CONTEXT_ATTR) or {}).get("command") or command.get("template")
+    return stored is not None and " ".join(str(stored).split()) == " ".join(subject.command.split())
 
 
 @dataclass(frozen=True)
@@ -110,7 +146,9 @@ class TransferModel:
     study's space; here: the new context's feature values; candidates: each
     earlier study's best configurations as ``(study, trial, configuration,
     speedup)``; contexts: the earlier studies' contexts by name; basis: what
-    the GP was fitted to, in words.
+    the GP was fitted to, in words; measured_values: for each parameter the
+    earlier trials varied, the values they measured (in the space's order):
+    where :meth:`optimum` looks.
 
     Also the prior mean of :class:`iobo.samplers.GPSampler` (``prior_mean``):
     :meth:`predict` gives the transferred ``log(speedup)`` of the new study's
@@ -123,6 +161,7 @@ class TransferModel:
     candidates: tuple
     contexts: dict[str, Context]
     basis: str
+    measured_values: dict[str, tuple] = None  # type: ignore[assignment]
 
     def predict(self, params: Sequence[Mapping[str, Any]]) -> np.ndarray:
         """Predicted ``log(speedup)`` over the default at the new context (``n``) of ``n`` configurations
@@ -146,6 +185,68 @@ class TransferModel:
         n = len(self.contexts)
         return f"warm start from {n} earlier stud{'y' if n == 1 else 'ies'}: {studies}"
 
+    def optimum(self, workload: Workload, frozen: Mapping[str, str] = ()) -> Transferred | None:
+        """The configuration with the highest predicted speedup here among every combination of the values the
+        earlier studies measured (the other parameters and ``frozen`` ones at their defaults, each repaired to
+        ``workload``): every combination when there are at most :data:`ENUMERATE_AT_MOST`, else the best of a
+        climb, one parameter at a time, from each of the :data:`CLIMB_STARTS` best measured configurations.
+        None when no parameter was varied or the optimum is the system default."""
+        default = self.space.default()
+        pinned = {k: default[k] for k in frozen or () if k in default}
+        free = {k: v for k, v in (self.measured_values or {}).items() if k not in pinned}
+        if not free:
+            return None
+        size = math.prod(len(v) for v in free.values())
+        if size <= ENUMERATE_AT_MOST:
+            found = [c for combo in itertools.product(*free.values())
+                     if (c := self._settle(dict(zip(free, combo)), workload, pinned)) is not None]
+            best, best_log = self._best_of(found)
+        else:
+            starts = [c for *_, config, _ in self.candidates[:CLIMB_STARTS]
+                      if (c := self._settle({k: config[k] for k in free if k in config}, workload, pinned))]
+            best, best_log = None, -math.inf
+            for start in starts or [self._settle({}, workload, pinned)]:
+                found, found_log = self._climb(start, free, workload, pinned)
+                if found is not None and found_log > best_log:
+                    best, best_log = found, found_log
+        if best is None or best == default:
+            return None
+        return Transferred(best, "optimum", None, None, float(math.exp(best_log)), self.basis)
+
+    def _settle(self, changes: Mapping[str, Any], workload: Workload, pinned: Mapping[str, Any]
+                ) -> dict[str, Any] | None:
+        """``changes`` over the defaults, ``pinned`` kept, repaired to ``workload``; None when not allowed."""
+        try:
+            values = self.space.complete({**changes, **pinned})
+            values, _ = self.space.repair(values, workload)
+        except SpaceError:
+            return None
+        return values
+
+    def _best_of(self, configs: Sequence[dict[str, Any]]) -> tuple[dict[str, Any] | None, float]:
+        """The configuration of ``configs`` with the highest predicted ``log(speedup)``, and that."""
+        if not configs:
+            return None, -math.inf
+        predicted = self.predict(configs)
+        i = int(np.argmax(predicted))
+        return configs[i], float(predicted[i])
+
+    def _climb(self, start: dict[str, Any], free: Mapping[str, tuple], workload: Workload,
+               pinned: Mapping[str, Any]) -> tuple[dict[str, Any] | None, float]:
+        """Hill-climb from ``start``: set each parameter of ``free`` to its best value in turn, until a sweep
+        changes nothing."""
+        current, current_log = self._best_of([start])
+        for _ in range(len(free) + 1):
+            moved = False
+            for name, values in free.items():
+                tried = [c for v in values if (c := self._settle({**current, name: v}, workload, pinned))]
+                found, found_log = self._best_of(tried)
+                if found is not None and found_log > current_log + 1e-12:
+                    current, current_log, moved = found, found_log, True
+            if not moved:
+                break
+        return current, current_log
+
     def propose(self, workload: Workload, n: int = 3, frozen: Mapping[str, str] = ()) -> list[Transferred]:
         """The ``n`` candidates predicted best here, best first; see :func:`propose`."""
         default = self.space.default()
@@ -159,6 +260,9 @@ class TransferModel:
             seen.add(key)
             predicted = float(math.exp(self.predict([values])[0]))
             ranked.append(Transferred(values, name, number, speedup, predicted, self.basis))
+        best = self.optimum(workload, frozen)
+        if best is not None and tuple(sorted((k, repr(v)) for k, v in best.values.items())) not in seen:
+            ranked.append(best)  # measured by no earlier study (else that study's trial stands for it)
         ranked.sort(key=lambda t: -t.predicted_speedup)
         return ranked[:n]
 
@@ -190,8 +294,11 @@ def fit_transfer(studies: Sequence, context: Context, space: Space) -> TransferM
     surrogate = Surrogate.from_runs(choices, inputs, [speedup for *_, speedup in runs])
     basis = (f"a GP over {len(runs)} trials of {len(studies)} earlier stud{'y' if len(studies) == 1 else 'ies'} with "
              f"{', '.join(f.removeprefix(FEATURE_PREFIX) for f in features) or 'no context'} as inputs")
+    measured = {p.name: tuple(v for v in p.values if any(p.name in config and _same(v, config[p.name]) for _, _, config, _ in runs))
+                for p in space}
     return TransferModel(surrogate, space, _feature_values(context, features),
-                         tuple(sorted(best_of, key=lambda run: -run[3])), contexts, basis)
+                         tuple(sorted(best_of, key=lambda run: -run[3])), contexts, basis,
+                         {name: values for name, values in measured.items() if len(values) > 1})
 
 
 def propose(studies: Sequence, context: Context, space: Space, workload: Workload, n: int = 3,
@@ -217,6 +324,10 @@ def _config(trial, space: Space) -> dict[str, Any] | None:
         return None
 
 
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
 def _features(contexts: Sequence[Context]) -> dict[str, tuple]:
     """``{context.<field>: sorted distinct values}`` of the features that vary over ``contexts``."""
     features = {}
@@ -232,10 +343,10 @@ def _feature_values(context: Context, features: Mapping[str, tuple]) -> dict[str
 
 
 def warm_start(storage, context: Context, space: Space, exclude: str | None = None) -> TransferModel | None:
-    """The transfer model of the studies of ``context.kernel`` in ``storage`` (``exclude`` left out) at
-    ``context``; None when none can take part (no related study, or fewer than 2 of their trials fit
+    """The transfer model of the studies of ``context``'s kernel or command in ``storage`` (``exclude`` left
+    out) at ``context``; None when none can take part (no related study, or fewer than 2 of their trials fit
     ``space``): the study starts cold."""
-    earlier = related_studies(storage, context.kernel, exclude=exclude) if context.kernel else []
+    earlier = related_studies(storage, context, exclude=exclude) if context.kernel or context.command else []
     if not earlier:
         return None
     try:
