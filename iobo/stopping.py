@@ -32,6 +32,7 @@ measures both sides.  Units: bandwidth in MB/s, tuning time in minutes (as
 from __future__ import annotations
 
 import abc
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,7 +53,13 @@ class Progress:
     expected improvement of the next trial over the incumbent (None when not
     computed: rules that need it say so with ``needs_gain``);
     incumbent_mb_per_s: the surrogate's noise-aware estimate of the best
-    configuration's bandwidth (its posterior mean; None when not computed).
+    configuration's bandwidth (its posterior mean; None when not computed);
+    recommended_probability: the surrogate's probability that the
+    configuration it would recommend is within :data:`NEAR_BEST` of the best
+    of the whole space (:func:`recommendation_probability`); time_gain_fraction:
+    the expected fraction of a production run's I/O time the next trial
+    saves (:func:`expected_time_saving`); mb_per_run: MB one run moves
+    (written + read; None when unknown).
     """
 
     minutes: Sequence[float]
@@ -60,6 +67,9 @@ class Progress:
     default_mb_per_s: float
     expected_gain_mb_per_s: float | None = None
     incumbent_mb_per_s: float | None = None
+    recommended_probability: float | None = None
+    time_gain_fraction: float | None = None
+    mb_per_run: float | None = None
 
     @property
     def trials(self) -> int:
@@ -209,6 +219,129 @@ class RoTIPastPeak(StopRule):
         return 0 < progress.roti <= then
 
 
+BASELINE_RUNS = 3  # the tuner's default runs (--default-repeats >= 3): ProductionRuns stops no earlier
+NEAR_BEST = 0.85  # ConfidentStop's level: the recommendation within 85% of the best of the space
+PROBABILITY_DRAWS = 2000  # joint posterior draws behind recommendation_probability
+PROBABILITY_CANDIDATES = 400  # configurations drawn from a larger space for recommendation_probability
+
+
+class ConfidentStop(StopRule):
+    """Stop once the GP is ``probability`` sure its recommendation is within 85% of the best.
+
+    The probability (``Progress.recommended_probability``,
+    :func:`recommendation_probability`) is of the one configuration the study
+    would recommend (the GP's incumbent), over joint posterior draws of the
+    whole space.  The earlier signal, whether *any* measured configuration is
+    within 85% of the best, maximises over every measured configuration in
+    each draw and so grows with the number measured whatever the incumbent
+    is: on the IOR table it was 0.75 at stops below 85% (issue 31).
+    min_trials: trials before the rule may stop (default runs count).
+    """
+
+    needs_gain = True
+
+    def __init__(self, probability: float = 0.5, min_trials: int = 6) -> None:
+        if not 0 < probability < 1:
+            raise ConfigError(f"ConfidentStop probability must be in (0, 1), e.g. 0.5; got {probability!r}")
+        self.probability = probability
+        self.min_trials = _positive_int("ConfidentStop", "min_trials", min_trials)
+
+    def should_stop(self, progress: Progress) -> bool:
+        if progress.trials < self.min_trials or progress.recommended_probability is None:
+            return False
+        return progress.recommended_probability >= self.probability
+
+
+class ProductionRuns(StopRule):
+    """Stop when the next trial is expected to save ``runs`` production runs less time than it costs.
+
+    A production run at the recommendation spends its I/O time
+    ``mb_per_run / incumbent MB/s`` (the whole trial's time when the MB are
+    unknown: an upper bound); the next trial is expected to cut it by the
+    fraction ``Progress.time_gain_fraction`` (:func:`expected_time_saving`),
+    so over ``runs`` runs it saves ``runs x I/O seconds x fraction``, to set
+    against its own cost (the average trial so far).  Before the GP is
+    fitted, the bound: no configuration can save more than the whole I/O
+    time, so when ``runs x I/O seconds`` is below a trial's cost no trial
+    can pay and the rule stops at once (e.g. 10 runs of 0.15 s of I/O
+    against a 2.1 s trial), once the baseline's :data:`BASELINE_RUNS` default
+    runs are in.  min_trials: trials before the GP-based test applies.
+    """
+
+    needs_gain = True
+
+    def __init__(self, runs: int, min_trials: int = 5) -> None:
+        self.runs = _positive_int("ProductionRuns", "runs", runs)
+        self.min_trials = _positive_int("ProductionRuns", "min_trials", min_trials)
+
+    def io_seconds(self, progress: Progress) -> float:
+        """I/O seconds of one production run at the recommendation (a whole trial's when the MB are unknown)."""
+        if progress.mb_per_run is None:
+            return progress.minutes_per_trial * 60
+        bandwidth = progress.incumbent_mb_per_s or progress.best_mb_per_s[-1]
+        return progress.mb_per_run / bandwidth
+
+    def should_stop(self, progress: Progress) -> bool:
+        if progress.trials < BASELINE_RUNS:
+            return False
+        trial_s = progress.minutes_per_trial * 60
+        if self.runs * self.io_seconds(progress) < trial_s:
+            return True  # even a perfect configuration cannot pay for one more trial
+        if progress.trials < self.min_trials or progress.time_gain_fraction is None:
+            return False
+        return self.runs * self.io_seconds(progress) * progress.time_gain_fraction < trial_s
+
+
+def recommendation_probability(surrogate, fraction: float = NEAR_BEST, draws: int = PROBABILITY_DRAWS,
+                               seed: int = 0, limit: int = PROBABILITY_CANDIDATES) -> float:
+    """The surrogate's probability that its incumbent (the measured configuration it would recommend)
+    is within ``fraction`` of the best configuration of the space: the share of ``draws`` joint
+    posterior draws of log(MB/s) over the space (every configuration, or ``limit`` drawn ones plus the
+    measured ones in a larger space) in which the incumbent is >= log(fraction) below the draw's best."""
+    import numpy as np
+    import torch
+
+    fit = surrogate.fit
+    space = surrogate.candidates(seed, limit)
+    rows = np.unique(np.vstack([fit.rows, space]), axis=0)
+    here = int(np.flatnonzero(np.all(rows == fit.rows[fit.best], axis=1))[0])
+    posterior = fit.posterior
+    slots = torch.as_tensor(surrogate.encoding.slots(rows), dtype=torch.float64)
+    kernel = posterior.kernel
+    with torch.no_grad():
+        k_xx = kernel.covariance(kernel.prepare(posterior.x, posterior.x)) + torch.diag(posterior.noise)
+        k_xc = kernel.covariance(kernel.prepare(posterior.x, slots))
+        k_cc = kernel.covariance(kernel.prepare(slots, slots))
+        chol = torch.linalg.cholesky(k_xx)
+        mean = posterior.mean + k_xc.T @ torch.cholesky_solve((posterior.y - posterior.mean)[:, None], chol)[:, 0]
+        v = torch.linalg.solve_triangular(chol, k_xc, upper=False)
+        cov = (k_cc - v.T @ v).numpy()
+    values, vectors = np.linalg.eigh((cov + cov.T) / 2)  # standardised units
+    samples = mean.numpy() + np.random.default_rng(seed).standard_normal((draws, len(rows))) @ (
+        vectors * np.sqrt(values.clip(0))).T
+    gap = math.log(fraction) / fit.scale
+    return float(np.mean(samples[:, here] >= samples.max(1) + gap))
+
+
+def expected_time_saving(surrogate, seed: int = 0) -> float:
+    """Largest expected fraction of a run's I/O time that measuring one unmeasured configuration saves
+    over the incumbent: ``E[(1 - incumbent / X)^+]`` for its bandwidth X (log-normal posterior), the
+    expected improvement of the time ``1 / X`` rather than of X."""
+    import numpy as np
+    from scipy.stats import norm
+
+    rows = surrogate.candidates(seed)
+    measured = {tuple(r) for r in surrogate.measured.tolist()}
+    rows = np.array([r for r in rows.tolist() if tuple(r) not in measured])
+    if rows.size == 0:
+        return 0.0
+    m, v = surrogate.log_posterior(rows)
+    s = np.sqrt(np.maximum(v, 1e-18))
+    log_b = math.log(surrogate.incumbent_mb_per_s)
+    saving = norm.cdf((m - log_b) / s) - np.exp(log_b - m + v / 2) * norm.cdf((m - v - log_b) / s)
+    return float(max(saving.max(), 0.0))
+
+
 def oracle_stop(progress: Progress) -> int:
     """The trial count (1-based) at which stopping maximises RoTI, in hindsight."""
     rotis = [roti(b, progress.default_mb_per_s, m) for m, b in zip(progress.minutes, progress.best_mb_per_s)]
@@ -221,7 +354,29 @@ RULES = {
     "expected-gain": ExpectedGainBelow,
     "no-gain": NoRecentGain,
     "roti-peak": RoTIPastPeak,
+    "confident": ConfidentStop,
+    "production-runs": ProductionRuns,
 }
+PRODUCTION_RULE = "production-runs"  # the rule `--production-runs N` is for
+
+
+def make_rule(name: str | None, production_runs=None) -> StopRule | None:
+    """The stop rule ``iobo tune --stop-rule NAME [--production-runs N]`` asks for (None: none), checked
+    before anything runs.  ``--production-runs N`` alone means ``--stop-rule production-runs``; it is
+    refused with another rule, and that rule refused without it.  N: a whole number >= 1 (str or int)."""
+    if production_runs is None:
+        if name == PRODUCTION_RULE:
+            raise ConfigError("--stop-rule production-runs needs --production-runs N: how many production runs "
+                              "the tuned configuration will serve (e.g. --production-runs 100)")
+        return RULES[name]() if name else None
+    if name not in (None, PRODUCTION_RULE):
+        raise ConfigError(f"--production-runs is read by --stop-rule {PRODUCTION_RULE} only; got --stop-rule "
+                          f"{name}: drop one of them")
+    text = str(production_runs).strip()
+    if isinstance(production_runs, bool) or not text.isdigit() or int(text) < 1:
+        raise ConfigError(f"--production-runs must be a whole number of runs >= 1 (the runs the tuned "
+                          f"configuration will serve, e.g. 100); got {production_runs!r}")
+    return ProductionRuns(int(text))
 
 
 def study_progress(study, with_gain: bool = False) -> Progress | None:
@@ -235,10 +390,14 @@ def study_progress(study, with_gain: bool = False) -> Progress | None:
         return None
     default = statistics.median(defaults)
     curve = trials.roti_curve(every, default)
-    gain = incumbent = None
+    gain = incumbent = probability = saving = None
     if with_gain:
         tuning = trials.tuning_trials(study)
         if len(tuning) >= 2:
             surrogate = Surrogate.from_trials(tuning)
             gain, incumbent = surrogate.expected_gain_mb_per_s(), surrogate.incumbent_mb_per_s
-    return Progress([m for m, _, _ in curve], [b for _, b, _ in curve], default, gain, incumbent)
+            probability, saving = recommendation_probability(surrogate), expected_time_saving(surrogate)
+    moved = [t.user_attrs["bytes"] for t in every if trials.is_tuning(t) and t.user_attrs.get("bytes")]
+    mb_per_run = statistics.median(moved) / 1e6 if moved else None
+    return Progress([m for m, _, _ in curve], [b for _, b, _ in curve], default, gain, incumbent, probability,
+                    saving, mb_per_run)

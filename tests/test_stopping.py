@@ -11,14 +11,18 @@ from optuna.trial import FrozenTrial, TrialState
 from iobo.errors import ConfigError
 from iobo.measure import roti
 from iobo.stopping import (
+    ConfidentStop,
     ExpectedGainBelow,
     FixedBudget,
     MarginalRoTI,
     NoRecentGain,
+    ProductionRuns,
     Progress,
     RoTIPastPeak,
     StopRule,
+    expected_time_saving,
     oracle_stop,
+    recommendation_probability,
     study_progress,
 )
 from iobo.surrogate import Surrogate
@@ -114,13 +118,13 @@ def test_roti_past_peak_is_the_marginal_test_on_the_measured_curve():
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
 
 
-def add_run(study, minute, value, role):
+def add_run(study, minute, value, role, **attrs):
     """A finished run of ``role`` from T0 + minute - 1 to T0 + minute, stored in the real SQLite study."""
     study.add_trial(FrozenTrial(
         number=0, trial_id=0, state=TrialState.COMPLETE, value=value,
         datetime_start=T0 + dt.timedelta(minutes=minute - 1), datetime_complete=T0 + dt.timedelta(minutes=minute),
         params={"files": "shared"}, distributions={"files": CategoricalDistribution(("shared", "per_process"))},
-        user_attrs={"role": role}, system_attrs={}, intermediate_values={},
+        user_attrs={"role": role, **attrs}, system_attrs={}, intermediate_values={},
     ))
 
 
@@ -194,8 +198,135 @@ def test_tuner_ends_the_study_when_its_stop_rule_says_so(storage, scratch):
 
 def test_every_rule_is_offered_by_the_command_line():
     from iobo.cli import parser
-    from iobo.stopping import RULES
+    from iobo.stopping import RULES, make_rule
 
     for name, rule in RULES.items():
-        args = parser().parse_args(["tune", "vpic", "--stop-rule", name])
-        assert isinstance(RULES[args.stop_rule](), rule)
+        extra = ["--production-runs", "10"] if name == "production-runs" else []
+        args = parser().parse_args(["tune", "vpic", "--stop-rule", name, *extra])
+        assert isinstance(make_rule(args.stop_rule, args.production_runs), rule)
+    args = parser().parse_args(["tune", "vpic", "--production-runs", "100"])  # alone: that rule
+    made = make_rule(args.stop_rule, args.production_runs)
+    assert isinstance(made, ProductionRuns) and made.runs == 100
+
+
+# -- issue 31, item 3: the GP's probability for its own recommendation, and N production runs --------------
+
+def test_confident_stop_waits_for_the_probability_after_its_minimum():
+    rule = ConfidentStop(probability=0.6, min_trials=6)
+    sure = Progress([0.04 * i for i in range(1, 9)], FLAT[:8], 100.0, recommended_probability=0.7)
+    unsure = Progress(sure.minutes, sure.best_mb_per_s, 100.0, recommended_probability=0.5)
+    assert rule.should_stop(sure) and not rule.should_stop(unsure)
+    early = Progress(sure.minutes[:5], sure.best_mb_per_s[:5], 100.0, recommended_probability=0.99)
+    assert not rule.should_stop(early)  # before min_trials
+    assert not rule.should_stop(Progress(sure.minutes, sure.best_mb_per_s, 100.0))  # not computed: go on
+    for bad in (0, 1, 1.5):
+        with pytest.raises(ConfigError, match="ConfidentStop probability must be in"):
+            ConfidentStop(probability=bad)
+
+
+def _two_level_surrogate(seen, seed=0):
+    """A real GP fit on a 2 x 8 grid where y=b is 1.5x faster, measured at ``seen`` with 5% noise."""
+    choices = {"x": tuple(range(8)), "y": ("a", "b")}
+    truth = lambda c: 100.0 * 2 ** (c["x"] / 4) * (1.5 if c["y"] == "b" else 1.0)  # noqa: E731
+    rng = np.random.default_rng(seed)
+    return Surrogate.from_runs(choices, seen, [truth(c) * math.exp(0.05 * rng.standard_normal()) for c in seen])
+
+
+def test_the_recommendation_probability_is_of_the_incumbent_not_of_any_measured_configuration():
+    # the old signal (experiments.stopping.bench.found_probability) asks whether ANY measured configuration is
+    # within 85% of the best, maximising over them per draw, so it is at least the incumbent's; the new one asks
+    # it of the configuration the study would recommend.  Seeded fits of 10 runs at 30% noise on a 8 x 3 grid
+    from experiments.stopping.bench import found_probability
+
+    choices = {"x": tuple(range(8)), "y": ("a", "b", "c")}
+    every = [{"x": x, "y": y} for x in range(8) for y in "abc"]
+    truth = lambda c: 100.0 * (1.3 if c["y"] == "b" else 1.0) * (1 + 0.02 * c["x"])  # noqa: E731
+    pairs = []
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        seen = [every[i] for i in rng.choice(len(every), 10, replace=False)]
+        fitted = Surrogate.from_runs(choices, seen, [truth(c) * math.exp(0.3 * rng.standard_normal()) for c in seen])
+        pairs.append((recommendation_probability(fitted, seed=1), found_probability(fitted, every, seed=1)))
+    assert all(new <= old + 1e-12 for new, old in pairs) and any(new < old - 0.01 for new, old in pairs)
+    done = _two_level_surrogate([{"x": x, "y": y} for x in range(8) for y in "ab"] * 2)
+    assert recommendation_probability(done, seed=1) > 0.9  # every configuration measured twice: sure
+    assert recommendation_probability(fitted, seed=4) == recommendation_probability(fitted, seed=4)  # seeded
+
+
+def test_expected_time_saving_is_the_expected_improvement_of_one_over_bandwidth():
+    # closed form against a seeded Monte Carlo of the log-normal posterior at the unmeasured configurations
+    from scipy.stats import norm  # noqa: F401
+
+    seen = [{"x": x, "y": "a"} for x in range(0, 8, 2)] + [{"x": 1, "y": "b"}]
+    surrogate = _two_level_surrogate(seen)
+    rows = np.array([r for r in surrogate.candidates().tolist()
+                     if tuple(r) not in {tuple(m) for m in surrogate.measured.tolist()}])
+    m, v = surrogate.log_posterior(rows)
+    draws = np.random.default_rng(0).standard_normal((200_000, 1)) * np.sqrt(v) + m
+    incumbent = surrogate.incumbent_mb_per_s
+    monte_carlo = np.maximum(1 - incumbent / np.exp(draws), 0).mean(axis=0).max()
+    assert expected_time_saving(surrogate) == pytest.approx(monte_carlo, rel=0.02)
+    assert expected_time_saving(_two_level_surrogate([{"x": x, "y": y} for x in range(8) for y in "ab"])) == 0.0
+
+
+def _production(trials, saving=None, mb=134.2, incumbent=None):
+    """``trials`` evaluations of 2.1 s each, best 929 MB/s, the GP's time saving ``saving``."""
+    return Progress([2.1 / 60 * i for i in range(1, trials + 1)], [929.0] * trials, 929.0,
+                    None, incumbent, None, saving, mb)
+
+
+def test_production_runs_stops_at_once_when_no_configuration_can_pay_for_a_trial():
+    # 134.2 MB at 929 MB/s: 0.144 s of I/O per run; 10 runs can save at most 1.44 s < one 2.1 s trial
+    assert ProductionRuns(10).should_stop(_production(3))
+    assert not ProductionRuns(10).should_stop(_production(2))  # the baseline's 3 default runs come first
+    assert not ProductionRuns(15).should_stop(_production(3))  # 2.17 s > 2.1 s: a trial might pay
+    assert not ProductionRuns(1000).should_stop(_production(4))  # before the GP: goes on
+
+
+def test_production_runs_weighs_the_expected_saving_over_n_runs_against_a_trial():
+    # 1000 runs x 0.144 s x 5% = 7.2 s > 2.1 s: measure on; x 1% = 1.44 s < 2.1 s: stop
+    assert not ProductionRuns(1000).should_stop(_production(6, saving=0.05))
+    assert ProductionRuns(1000).should_stop(_production(6, saving=0.01))
+    assert not ProductionRuns(1000, min_trials=8).should_stop(_production(6, saving=0.01))
+    # the GP's incumbent sets the I/O time: at 2000 MB/s a run does 0.067 s, 1000 x 3% = 2.0 s < 2.1 s
+    assert ProductionRuns(1000).should_stop(_production(6, saving=0.03, incumbent=2000.0))
+    assert not ProductionRuns(1000).should_stop(_production(6, saving=0.03))
+    # MB unknown: a whole trial's time (2.1 s) bounds a run's I/O: 10 runs never stop by the bound
+    assert not ProductionRuns(10).should_stop(_production(3, mb=None))
+    assert ProductionRuns(10).should_stop(_production(6, saving=0.05, mb=None))  # 10 x 2.1 x 5% = 1.05 s
+
+
+@pytest.mark.parametrize("rule, runs, message", [
+    (None, "0", "--production-runs must be a whole number of runs >= 1 .*got '0'"),
+    (None, "-5", "got '-5'"), (None, "1.5", "got '1.5'"), (None, "many", "got 'many'"), (None, True, "got True"),
+    ("no-gain", "10", "--production-runs is read by --stop-rule production-runs only; got --stop-rule no-gain"),
+    ("production-runs", None, "--stop-rule production-runs needs --production-runs N"),
+])
+def test_production_runs_is_checked_before_anything_runs(rule, runs, message):
+    from iobo.stopping import make_rule
+
+    with pytest.raises(ConfigError, match=message):
+        make_rule(rule, runs)
+
+
+def test_iobo_tune_refuses_a_bad_production_runs_before_anything_runs(storage, scratch, capsys):
+    import optuna
+
+    from iobo.cli import main
+
+    code = main(["tune", "vpic", "--ranks", "2", "--trials", "4", "--storage", storage, "--study", "p",
+                 "--workdir", str(scratch), "--production-runs", "0"])
+    assert code == 2
+    assert capsys.readouterr().err.startswith("iobo: error: --production-runs must be a whole number of runs >= 1")
+    assert not list(scratch.iterdir()) and optuna.get_all_study_names(storage) == []
+
+
+def test_study_progress_reads_the_bytes_a_run_moves(storage):
+    import optuna
+
+    for name, attrs in (("none", {}), ("moved", {"bytes": 134_217_728})):
+        study = optuna.create_study(storage=storage, study_name=name, direction="maximize")
+        for minute, (role, value) in enumerate([("default", 100.0), ("default", 110.0), ("search", 150.0)], 1):
+            add_run(study, minute, value, role, **attrs)
+        expected = None if not attrs else pytest.approx(134.217728)  # MB, from the runs' bytes
+        assert study_progress(study).mb_per_run == expected

@@ -9,6 +9,7 @@ from iobo import trials
 from iobo.cli import common
 from iobo.measure import INTERVAL_MIN_RUNS
 from iobo.minimize import WALK_BACK_BUDGET_S, check_walk_back_budget
+from iobo.stopping import make_rule
 
 
 def add_parser(sub) -> None:
@@ -77,7 +78,12 @@ def add_parser(sub) -> None:
                    help="end the study before --trials: when the GP's expected gain per minute falls to the "
                         "RoTI so far (marginal-roti), when the next trial is expected to add < 2%% "
                         "(expected-gain), after no 5%% gain in 5 trials (no-gain), or when RoTI has not risen "
-                        "over 2 trials, after 8 (roti-peak)")
+                        "over 2 trials, after 8 (roti-peak), when the GP is 50%% sure its recommendation is "
+                        "within 85%% of the best, after 6 (confident), or when the next trial is expected to save "
+                        "--production-runs runs less time than it costs (production-runs)")
+    p.add_argument("--production-runs", metavar="N",
+                   help="the runs the tuned configuration will serve: tuning stops when the next trial's expected "
+                        "saving over N runs' I/O time is below its cost (implies --stop-rule production-runs)")
     p.add_argument("--confirm", type=common.non_negative_int, default=INTERVAL_MIN_RUNS, metavar="N",
                    help="afterwards, find the minimal configuration (which changes matter) and re-measure it and "
                         "the default at least N times each, interleaved, for a speedup with a confidence interval "
@@ -107,6 +113,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     check_walk_back_budget(args.walk_back_budget, "--walk-back-budget")  # before anything runs (--via-kernel's too)
+    make_rule(args.stop_rule, args.production_runs)  # likewise: a ConfigError naming the value
     kernel, options = _what(args)
     if args.via_kernel:
         from iobo.cli.via_kernel import tune_via_kernel
@@ -140,7 +147,6 @@ def make_tuner(args, kernel, options, study: str | None = None, suggest: bool = 
     from iobo import kernels
     from iobo.progress import console_watchers
     from iobo.samplers.registry import make_sampler
-    from iobo.stopping import RULES
     from iobo.tuner import Tuner
 
     suggestions, characterization = (_rules_from(args.from_darshan) if args.from_darshan and suggest
@@ -150,7 +156,7 @@ def make_tuner(args, kernel, options, study: str | None = None, suggest: bool = 
         workdir=args.workdir, kernel_options=options, max_in_flight=args.in_flight,
         default_repeats=args.default_repeats, timeout_s=args.timeout, seed=args.seed,
         launcher=common.launcher(args.mpiexec), runner=common.runner(args, args.in_flight),
-        pruner=args.prune, stop_rule=RULES[args.stop_rule]() if args.stop_rule else None,
+        pruner=args.prune, stop_rule=make_rule(args.stop_rule, args.production_runs),
         characterization=characterization, warmup=not args.no_warmup, warm_start=args.warm_start, nodes=args.nodes,
         walk_back_budget_s=args.walk_back_budget,
         **console_watchers(),
