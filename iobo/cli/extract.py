@@ -1,5 +1,5 @@
 """``iobo extract SOURCES... -o KERNEL_DIR [--run 'ARGS'] [--reduce-loops K] [--redirect DIR] [-- FLAGS]``: cut a
-C program's I/O kernel from its source, build it, run it once under the shim.
+C or C++ program's I/O kernel from its source, build it, run it once under the shim.
 
 The sources come first, then after ``--`` the program's compile flags (``-I``, ``-D``, ``-O3``, libraries such as
 ``-lpng``: used to parse and to build; the first word starting with ``-`` ends the sources), or
@@ -24,13 +24,14 @@ from iobo.errors import ConfigError, KernelError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("extract", help="cut a C program's I/O kernel from its source, build and run it")
+    p = sub.add_parser("extract", help="cut a C or C++ program's I/O kernel from its source, build and run it")
     p.add_argument("-o", "--out", required=True, metavar="KERNEL_DIR", help="where the kernel's sources, "
                                                                               "executable and view go")
     p.add_argument("--compile-commands", metavar="JSON", help="a compilation database giving each source's flags "
                                                               "(instead of -- FLAGS)")
-    p.add_argument("--cc", metavar="COMMAND", help="the program's compiler (default: 'h5pcc.mpich -shlib' for an "
-                                                   "HDF5 program, else mpicc.mpich)")
+    p.add_argument("--cc", metavar="COMMAND", help="the program's compiler; a C++ one (mpicxx) makes every source "
+                                                   "C++ (default: 'h5pcc.mpich -shlib' for an HDF5 program, else "
+                                                   "mpicc.mpich; mpicxx.mpich for C++ sources)")
     p.add_argument("--synthetic", action="append", default=[], metavar="FUNCTION",
                    help="an external function whose pointer arguments may hold synthetic data (the computation "
                         "that fills them is dropped), e.g. an image writer; repeatable")
@@ -46,7 +47,7 @@ def add_parser(sub) -> None:
     p.add_argument("--timeout", type=float, default=3600.0, help="limit of the run, seconds (default: %(default)g)")
     p.add_argument("--view", action="store_true", help="print the marked source (always written to view.txt)")
     p.add_argument("--no-build", action="store_true", help="write the kernel's sources only")
-    p.add_argument("sources", nargs="*", metavar="SOURCES... [-- FLAGS]", help="the C sources, then after -- "
+    p.add_argument("sources", nargs="*", metavar="SOURCES... [-- FLAGS]", help="the C or C++ sources, then after -- "
                                                                              "the program's compile flags")
     parse = p.parse_known_args
 
@@ -67,8 +68,8 @@ def run(args) -> int:
 
     sources, flags = args.sources, args.flags
     if not sources:
-        raise ConfigError("iobo extract needs the program's C sources, e.g. iobo extract main.c io.c -o kernel "
-                          "-- -I include")
+        raise ConfigError("iobo extract needs the program's C sources (C or C++), e.g. iobo extract main.c io.c "
+                          "-o kernel -- -I include")
     if flags and args.compile_commands:
         raise ConfigError("give the flags after -- or --compile-commands, not both")
     compiler = shlex.split(args.cc) if args.cc else None

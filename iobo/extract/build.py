@@ -1,5 +1,6 @@
 """Build the kernel with the program's compiler: ``h5pcc.mpich -shlib`` for an HDF5 program (shared HDF5, so the
-shim sees its calls), ``mpicc.mpich`` otherwise, or the compiler the user names."""
+shim sees its calls), ``mpicc.mpich`` otherwise; for a C++ program ``mpicxx.mpich``, with shared HDF5's include and
+link flags (those ``h5pcc.mpich -show -shlib`` gives) when it calls HDF5; or the compiler the user names."""
 
 from __future__ import annotations
 
@@ -17,11 +18,23 @@ ERROR = re.compile(r"^(?P<file>[^:\s]+):(?P<line>\d+):(?:\d+:)? (?:fatal )?error
 BUILD_TIMEOUT_S = 600.0
 
 
-def default_compiler(uses_hdf5: bool) -> list[str]:
-    """``h5pcc.mpich -shlib`` when the program calls HDF5 (and the wrapper is installed), else ``mpicc.mpich``."""
+def default_compiler(uses_hdf5: bool, cxx: bool = False) -> list[str]:
+    """``h5pcc.mpich -shlib`` when the program calls HDF5 (and the wrapper is installed), else ``mpicc.mpich``;
+    for C++ (``cxx``) ``mpicxx.mpich`` (its HDF5 flags from :func:`hdf5_flags`)."""
+    if cxx:
+        return ["mpicxx.mpich"]
     if uses_hdf5 and shutil.which("h5pcc.mpich"):
         return ["h5pcc.mpich", "-shlib"]
     return ["mpicc.mpich"]
+
+
+def hdf5_flags() -> list[str]:
+    """Shared HDF5's include, library path and libraries as ``h5pcc.mpich -show -shlib`` gives them (without its
+    compiler): what a C++ kernel built with ``mpicxx.mpich`` links ([] without the wrapper)."""
+    if not shutil.which("h5pcc.mpich"):
+        return []
+    shown = subprocess.run(["h5pcc.mpich", "-show", "-shlib"], capture_output=True, text=True, timeout=60)
+    return [w for w in shlex.split(shown.stdout)[1:] if w.startswith(("-I", "-L", "-l", "-Wl,"))]
 
 
 def absolute_paths(flags: list[str]) -> list[str]:

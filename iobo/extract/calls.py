@@ -15,10 +15,13 @@
   into (and scanf's variadic ones): what it held before is not needed.
 - :data:`COMPRESSION`: calls after which the contents decide the bytes
   written: with one in the program no argument is bulk.
+- :func:`stream_kind`: C++ streams: a file stream's methods are I/O,
+  ``std::cout``'s and a string stream's are not.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 
 IO_PREFIXES = ("H5", "MPI_File_", "MPI_Info_", "MPI_Comm_", "MPI_Cart_", "MPI_Type_", "MPI_Init", "MPI_Group_")
@@ -65,7 +68,7 @@ DEALLOCATORS = {"free", "cfree"}
 """Calls that end a block's life: they neither read nor write its contents (reading it after is undefined)."""
 COMPRESSION = {"H5Pset_deflate", "H5Pset_szip", "H5Pset_filter", "H5Pset_nbit", "H5Pset_scaleoffset",
                "H5Pset_shuffle", "H5Pset_fletcher32"}
-LIBRARY_DIRS = ("/bits/", "/sys/", "/mpich", "/openmpi", "/hdf5", "/gcc/", "/linux/", "/asm")
+LIBRARY_DIRS = ("/bits/", "/sys/", "/mpich", "/openmpi", "/hdf5", "/gcc/", "/linux/", "/asm", "/c++/")
 LIBRARY_HEADERS = {
     "string.h", "strings.h", "stdlib.h", "math.h", "ctype.h", "time.h", "assert.h", "stdio.h", "stdint.h",
     "inttypes.h", "complex.h", "unistd.h", "fcntl.h", "errno.h", "limits.h", "float.h", "stdarg.h", "signal.h",
@@ -74,11 +77,39 @@ LIBRARY_HEADERS = {
 }
 
 
+FILE_STREAMS = {"basic_ofstream", "basic_ifstream", "basic_fstream", "basic_filebuf"}
+"""C++ library classes whose every method (and constructor: it opens the file) is file I/O."""
+STREAMS = {"basic_ostream", "basic_istream", "basic_iostream", "basic_ios", "ios_base"}
+"""C++ stream classes whose methods and operators are file I/O unless the stream is the console or a string."""
+CONSOLE_STREAMS = {"cout", "cerr", "clog", "cin", "wcout", "wcerr", "wclog", "wcin"}
+
+
+def stream_kind(owner: str, stream: str | None, stream_type: str = "") -> str | None:
+    """``"io"``, ``"compute"`` (a string stream) or ``"console"`` (``std::cout``...: it changes nothing the program
+    reads) for a method of the C++ library class ``owner`` (``basic_ofstream``...) called on ``stream`` (its
+    spelling) of type ``stream_type``; None when ``owner`` is no stream class."""
+    if owner in FILE_STREAMS:
+        return "io"
+    if owner in STREAMS:
+        if stream in CONSOLE_STREAMS:
+            return "console"
+        return "compute" if "stringstream" in stream_type else "io"
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _physical(path: str) -> str:
+    """``path`` with its symbolic links resolved: the wheel's libclang names the C++ headers
+    ``/../lib/gcc/x86_64-linux-gnu/12/../../../../include/c++/12/...``, which is ``/usr/include/c++/12/...`` only
+    once ``/lib`` is read as the link to ``/usr/lib`` it is."""
+    return os.path.realpath(path)
+
+
 def library_header(path: str | None) -> bool:
     """Is ``path`` a header of the C library, MPI or HDF5 (or the compiler's own)?"""
     if not path:
         return False
-    path = os.path.normpath(path)
+    path = _physical(path)
     if not path.startswith("/usr/"):
         return False
     return os.path.basename(path) in LIBRARY_HEADERS or any(part in path for part in LIBRARY_DIRS)

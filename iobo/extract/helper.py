@@ -38,12 +38,18 @@ DECLARATIONS = """\
 /* Written by iobo extract: the kernel's loop gate and file-name switch (iobo_kernel.c). */
 #ifndef IOBO_KERNEL_H
 #define IOBO_KERNEL_H
+#ifdef __cplusplus
+extern "C" {
+#endif
 int iobo_kernel_keep(int loop);
 const char *iobo_kernel_path_created(const char *name);
 const char *iobo_kernel_path_existing(const char *name);
 const char *iobo_kernel_path_mpi(const char *name, int amode);
 const char *iobo_kernel_path_posix(const char *name, int flags);
 const char *iobo_kernel_path_stdio(const char *name, const char *mode);
+#ifdef __cplusplus
+}
+#endif
 #endif
 """
 
@@ -166,7 +172,7 @@ static const char *iobo_switched(const char *name)
         (absolute[dir_length] == '/' || absolute[dir_length] == '\0'))
         return name;
     size_t size = dir_length + strlen(absolute) + 1;
-    char *switched = malloc(size);
+    char *switched = (char *)malloc(size);
     if (switched)
         snprintf(switched, size, "%s%s", iobo_redirect_dir, absolute);
     return switched;

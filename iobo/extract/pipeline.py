@@ -36,11 +36,12 @@ class Extraction:
 
 def extract(sources, kernel_dir, flags: list[str] | None = None, compile_commands=None, compiler=None,
             synthetic=(), build: bool = True, reduce_loops: int = 1, redirect=None) -> Extraction:
-    """Cut the I/O kernel of the C program made of ``sources`` into ``kernel_dir``: parse each with ``flags``
-    (or its entry in ``compile_commands``), slice (:class:`iobo.extract.slice.Slice`), write the kernel's sources
+    """Cut the I/O kernel of the C or C++ program made of ``sources`` into ``kernel_dir``: parse each with ``flags``
+    (or its entry in ``compile_commands``) in the language its build gives it (:func:`iobo.extract.parse.language`:
+    C++ for a C++ source or ``compiler``), slice (:class:`iobo.extract.slice.Slice`), write the kernel's sources
     (:mod:`iobo.extract.emit`), and with ``build`` compile them with ``compiler`` (a command as a list; default
-    :func:`iobo.extract.build.default_compiler`) and ``flags`` into ``kernel_dir/kernel``. ``synthetic``:
-    external functions whose pointer arguments may hold synthetic data (e.g. an image writer's pixels).
+    :func:`iobo.extract.build.default_compiler`, for C++ with :func:`iobo.extract.build.hdf5_flags`) and ``flags``
+    into ``kernel_dir/kernel``. ``synthetic``: external functions whose pointer arguments may hold synthetic data (e.g. an image writer's pixels).
     ``reduce_loops`` k > 1: the loops with I/O run the I/O of 1 in k iterations (:mod:`iobo.extract.loops`);
     ``redirect``: a directory the files the kernel creates go to (:mod:`iobo.extract.redirect`); either builds
     the kernel with :mod:`iobo.extract.helper`'s ``iobo_kernel.c`` (its header given with ``-include``).
@@ -53,7 +54,8 @@ def extract(sources, kernel_dir, flags: list[str] | None = None, compile_command
 
     paths = [Path(s).resolve() for s in sources]
     if not paths:
-        raise ConfigError("iobo extract needs the program's C sources, e.g. iobo extract main.c io.c -o kernel")
+        raise ConfigError("iobo extract needs the program's C sources (C or C++), e.g. iobo extract main.c io.c "
+                          "-o kernel")
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise ConfigError(f"sources not found: {', '.join(missing)}")
@@ -70,11 +72,18 @@ def extract(sources, kernel_dir, flags: list[str] | None = None, compile_command
             raise ConfigError(f"--redirect {redirect}: it is a file; give a directory (e.g. /dev/shm/run)")
     ci = parse.cindex()
     index = ci.Index.create()
-    units, build_flags = [], list(flags)
+    units, build_flags, languages = [], parse.without_language(flags), []
     for path in paths:
-        own = parse.flags_from_compile_commands(compile_commands, path) if compile_commands else flags
-        build_flags += [f for f in own if f not in build_flags]  # one build: the union of the entries' flags
-        units.append(parse.parse(path, own, index))
+        their_compiler = compiler[0] if compiler else None
+        if compile_commands:
+            own = parse.flags_from_compile_commands(compile_commands, path)
+            their_compiler = their_compiler or parse.compile_command(compile_commands, path)[0]
+        else:
+            own = flags
+        # one build: the union of the entries' flags
+        build_flags += [f for f in parse.without_language(own) if f not in build_flags]
+        languages.append(parse.language(path, own, their_compiler))
+        units.append(parse.parse(path, own, index, their_compiler))
     sliced = Slice(ci, units, paths, frozenset(synthetic)).run()
     drops = sliced.drops()
     insertions: dict[str, list] = {}
@@ -118,7 +127,10 @@ def extract(sources, kernel_dir, flags: list[str] | None = None, compile_command
         extra_sources, extra_flags = [source], ["-include", str(header)]
     if build:
         uses_hdf5 = any(name.startswith("H5") for unit in sliced.units for name, _ in unit.effects.io)
-        command = compiler or builder.default_compiler(uses_hdf5)
+        cxx = "c++" in languages
+        command = compiler or builder.default_compiler(uses_hdf5, cxx)
+        if not compiler and cxx and uses_hdf5:
+            extra_flags += [f for f in builder.hdf5_flags() if f not in build_flags]
         include_dirs = list(dict.fromkeys(p.parent for p in paths))
         result.build_command = builder.build(written + extra_sources, kernel_dir / KERNEL_NAME, command,
                                              build_flags + extra_flags, include_dirs, paths + extra_sources)

@@ -1,4 +1,4 @@
-"""The statement-level backward slice of a C program from its I/O calls.
+"""The statement-level backward slice of a C or C++ program from its I/O calls.
 
 The statements of every function defined in the parsed translation units
 become :class:`Unit` s (a compound, if, loop, switch or label is a container
@@ -22,6 +22,15 @@ and a kept unit keeps the containers around it with their headers (the
 loops and conditions that reach it). Everything else is dropped; a function
 no kept unit calls is dropped whole. When unsure the slice keeps: a kernel
 must do the program's I/O, a larger one is only slower.
+
+C++: the functions are those of namespaces, ``extern "C"`` blocks and
+classes too (methods, constructors, destructors); a constructor's member
+initialisers are one unit that cannot be removed, kept (with what it reads)
+when the constructor is called by kept code; destructors and virtual methods
+are never dropped whole (they are called where no call is written); a range
+``for`` is a loop, a ``try`` a container whose ``catch`` handlers stay with
+it. Templates defined in the sources are not sliced: kept whole, their calls
+kept as calls of unknown functions, with a note.
 """
 
 from __future__ import annotations
@@ -32,8 +41,12 @@ from iobo.extract.calls import COMPRESSION
 from iobo.extract.effects import Analyzer, Effects
 
 CONTAINERS = {"COMPOUND_STMT", "IF_STMT", "FOR_STMT", "WHILE_STMT", "DO_STMT", "SWITCH_STMT", "CASE_STMT",
-              "DEFAULT_STMT", "LABEL_STMT"}
-LOOPS = {"FOR_STMT", "WHILE_STMT", "DO_STMT"}
+              "DEFAULT_STMT", "LABEL_STMT", "CXX_FOR_RANGE_STMT", "CXX_TRY_STMT", "CXX_CATCH_STMT"}
+LOOPS = {"FOR_STMT", "WHILE_STMT", "DO_STMT", "CXX_FOR_RANGE_STMT"}
+SCOPES = {"NAMESPACE", "LINKAGE_SPEC", "CLASS_DECL", "STRUCT_DECL", "UNION_DECL"}
+"""Declarations whose members may be functions the slice sees (C++)."""
+TEMPLATES = {"FUNCTION_TEMPLATE", "CLASS_TEMPLATE", "CLASS_TEMPLATE_PARTIAL_SPECIALIZATION"}
+DEFINED_KINDS = {"FUNCTION_DECL", "CXX_METHOD", "CONSTRUCTOR", "DESTRUCTOR", "CONVERSION_FUNCTION"}
 
 
 @dataclass
@@ -60,6 +73,8 @@ class Unit:
     asm: bool = False
     initializes: set = field(default_factory=set)
     """A ``for``'s variables its init assigns (``for (j = 0; ...)``): written before its header reads them."""
+    pinned: bool = False
+    """Text that cannot be removed (a constructor's member initialisers): kept when its function is called."""
 
 
 @dataclass
@@ -85,24 +100,42 @@ class Slice:
         self.units: list[Unit] = []
         self.functions: dict[str, Function] = {}
         self.notes: list[tuple[str, int, str]] = []
-        definitions, opaque_bodies = [], []
+        definitions, opaque_bodies, templates = [], [], []
         for tu in translation_units:
-            for cursor in tu.cursor.get_children():
-                if cursor.kind == ci.CursorKind.FUNCTION_DECL and cursor.is_definition() \
-                        and not cursor.location.is_in_system_header and cursor.location.file is not None:
-                    usr = cursor.get_usr()
-                    if usr not in self.functions:
-                        file = cursor.location.file.name
-                        opaque = cursor.spelling in synthetic  # kept whole, called as an I/O function
-                        self.functions[usr] = Function(usr, cursor.spelling, file, cursor.extent.start.offset,
-                                                       cursor.extent.end.offset, cursor.location.line,
-                                                       file in self.sources and not opaque)
-                        if not opaque:
-                            definitions.append(cursor)
-                        else:
-                            opaque_bodies.append(cursor)
-        defined = {usr: True for usr, f in self.functions.items() if f.name not in synthetic}
-        self.analyzer = Analyzer(ci, defined, frozenset(synthetic))
+            for cursor, template in self._definitions(tu.cursor):
+                if cursor.location.is_in_system_header or cursor.location.file is None:
+                    continue
+                usr = cursor.get_usr()
+                if usr in self.functions:
+                    continue
+                file = cursor.location.file.name
+                opaque = cursor.spelling in synthetic or template  # kept whole (synthetic: called as I/O)
+                self.functions[usr] = Function(usr, cursor.spelling, file, cursor.extent.start.offset,
+                                               cursor.extent.end.offset, cursor.location.line,
+                                               file in self.sources and not opaque)
+                if template:
+                    templates.append(cursor)
+                    opaque_bodies.append(cursor)
+                elif not opaque:
+                    definitions.append(cursor)
+                else:
+                    opaque_bodies.append(cursor)
+        for cursor in templates[:1]:
+            more = f" (and {len(templates) - 1} more)" if len(templates) > 1 else ""
+            self.notes.append((cursor.location.file.name, cursor.location.line,
+                               f"template {cursor.spelling}{more}: not sliced, kept whole; its calls are kept as "
+                               f"calls of unknown functions"))
+        defined = {usr: True for usr, f in self.functions.items()
+                   if f.name not in synthetic and usr not in {c.get_usr() for c in templates}}
+        virtual: dict[str, set] = {}
+        self.always: set[str] = set()  # called where no call is written: destructors, virtual methods
+        for cursor in definitions:
+            if cursor.kind == ci.CursorKind.DESTRUCTOR or (
+                    cursor.kind == ci.CursorKind.CXX_METHOD and cursor.is_virtual_method()):
+                self.always.add(cursor.get_usr())
+            if cursor.kind == ci.CursorKind.CXX_METHOD and cursor.is_virtual_method():
+                virtual.setdefault(cursor.spelling, set()).add(cursor.get_usr())
+        self.analyzer = Analyzer(ci, defined, frozenset(synthetic), virtual)
         for cursor in definitions:
             self.analyzer.find_escapes(cursor)
         self.analyzer.find_fresh(definitions)
@@ -115,26 +148,30 @@ class Slice:
                                f"{first.spelling}: the data are compressed, so their contents decide the bytes "
                                f"written: the computation of every written buffer is kept"))
         self.reached_by_globals = set()
-        file_scope = [c for tu in translation_units for c in tu.cursor.get_children()
+        file_scope = [c for tu in translation_units for c in self._scope_members(tu.cursor)
                       if c.kind == ci.CursorKind.VAR_DECL]
         self.forced: set[str] = set()  # functions an opaque one calls: kept whole, as it is
         for cursor in file_scope + opaque_bodies:  # the functions they name are kept: they are
             for inner in cursor.walk_preorder():
-                if inner.kind == ci.CursorKind.DECL_REF_EXPR and inner.referenced is not None \
-                        and inner.referenced.kind == ci.CursorKind.FUNCTION_DECL:
+                if inner.kind in (ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.CALL_EXPR) \
+                        and inner.referenced is not None and inner.referenced.kind.name in DEFINED_KINDS:
                     self.reached_by_globals.add(inner.referenced.get_usr())
-                    if cursor.kind == ci.CursorKind.FUNCTION_DECL:
+                    if cursor.kind != ci.CursorKind.VAR_DECL:
                         self.forced.add(inner.referenced.get_usr())
         for cursor in definitions:
             body = next((c for c in cursor.get_children() if c.kind == ci.CursorKind.COMPOUND_STMT), None)
             if body is None:
                 continue
             function = self.functions[cursor.get_usr()]
+            if cursor.kind == ci.CursorKind.CONSTRUCTOR:
+                self._initializers(cursor, body, function)
             children = list(body.get_children())
             for i, child in enumerate(children):
                 self._build(child, function, None, None, None, i == len(children) - 1)
         self.main = next((usr for usr, f in self.functions.items() if f.name == "main"), None)
         self.kept: set[int] = set()
+        self.called: set = {self.main} | self.reached_by_globals | self.always
+        """The functions kept code calls or names (and those called where no call is written)."""
         self.why: dict[int, str] = {}
         self.messaging = False
         self.needed: set = set()
@@ -144,6 +181,54 @@ class Slice:
 
     # -- units ------------------------------------------------------------------------------------------------
 
+    def _scope_members(self, cursor):
+        """The declarations of a translation unit, with those in its namespaces, ``extern "C"`` blocks and
+        classes (C++), recursively; templates' members not."""
+        for child in cursor.get_children():
+            yield child
+            if child.kind.name in SCOPES:
+                yield from self._scope_members(child)
+
+    def _definitions(self, cursor, template=False):
+        """(function definition, in a template?) of a translation unit, recursively through namespaces,
+        ``extern "C"``, classes and (flagged) templates."""
+        for child in cursor.get_children():
+            kind = child.kind.name
+            if kind in DEFINED_KINDS and child.is_definition():
+                yield child, template
+            elif kind == "FUNCTION_TEMPLATE" and child.is_definition():
+                yield child, True
+            elif kind in SCOPES or kind in TEMPLATES:
+                yield from self._definitions(child, template or kind in TEMPLATES)
+
+    def _initializers(self, cursor, body, function: "Function") -> None:
+        """A constructor's member and base initialisers, one pinned unit: they write the members they name
+        and read what their expressions read."""
+        parts = [c for c in cursor.get_children() if c.kind.name in ("MEMBER_REF", "TYPE_REF", "TEMPLATE_REF")
+                 or c.kind.is_expression()]
+        parts = [c for c in parts if c.extent.end.offset <= body.extent.start.offset and c.location.file is not None
+                 and c.location.file.name == function.file]
+        expressions = [c for c in parts if c.kind.is_expression()]
+        if not expressions:
+            return
+        effects = Effects()
+        for part in parts:
+            if part.kind.name == "MEMBER_REF" and part.referenced is not None:
+                member = part.referenced
+                record = member.semantic_parent
+                found = {("mem", record.get_usr() or record.spelling, member.get_usr() or member.spelling)}
+                if member.type.get_canonical().kind == self.ci.TypeKind.RECORD:
+                    found.add(self.analyzer.mem_key(member.type))
+                self.analyzer.write(effects, found)
+            elif part.kind.is_expression():
+                effects.add(self.analyzer.rvalue(part))
+        start = min((c.extent.start for c in parts), key=lambda loc: loc.offset)
+        end = max((c.extent.end for c in parts), key=lambda loc: loc.offset)
+        unit = Unit(len(self.units), "CXX_CTOR_INITIALIZER", function.usr, None, function.file, start.offset,
+                    end.offset, start.line, end.line, effects, pinned=True)
+        self.units.append(unit)
+        function.units.append(unit.id)
+
     def _parts(self, cursor):
         """(header cursors, sub-statement cursors) of a container."""
         children = list(cursor.get_children())
@@ -152,6 +237,8 @@ class Slice:
             return [], children
         if kind in ("IF_STMT", "WHILE_STMT", "SWITCH_STMT"):
             return children[:1], children[1:]
+        if kind == "CXX_TRY_STMT":
+            return [], children
         if kind == "DO_STMT":
             return children[1:], children[:1]
         return children[:-1], children[-1:]  # FOR, CASE (the constant), DEFAULT, LABEL
@@ -198,9 +285,10 @@ class Slice:
                 if kind == "FOR_STMT":
                     unit.initializes = self._initialized(cursor, header, function)
                 for part in header:
-                    if part.kind.name == "DECL_STMT":
+                    if part.kind.name in ("DECL_STMT", "VAR_DECL"):  # a for's, or a range for's or catch's
                         unit.effects.add(analyzer.declaration(part))
-                        unit.declares |= {analyzer.var_key(d) for d in part.get_children()
+                        unit.declares |= {analyzer.var_key(d) for d in
+                                          ([part] if part.kind.name == "VAR_DECL" else part.get_children())
                                           if d.kind.name == "VAR_DECL"}
                     else:
                         unit.effects.add(analyzer.whole(part, function.usr))
@@ -249,6 +337,7 @@ class Slice:
             self.why[unit.id] = reason
             self.messaging |= unit.effects.messages
             self.live.add(unit.function)
+            self.called |= unit.effects.calls
             self._need(unit.effects.reads)
             if unit.parent is not None:
                 stack.append((unit.parent, f"encloses line {unit.line}"))
@@ -275,6 +364,10 @@ class Slice:
             return "jumps in a kept loop or switch" if unit.jump_target in self.kept else None
         if unit.kind in ("CASE_STMT", "DEFAULT_STMT"):
             return "a case of a kept switch" if unit.switch in self.kept else None
+        if unit.kind == "CXX_CATCH_STMT" and unit.parent in self.kept:
+            return "a handler of a kept try"
+        if unit.pinned and unit.function in self.called:
+            return "initialises the members of a constructor kept code calls"
         if unit.function in self.live and unit.kind in ("GOTO_STMT", "LABEL_STMT", "INDIRECT_GOTO_STMT"):
             return "a jump or label of a kept function"
         if unit.kind == "RETURN_STMT" and unit.function in self.live and (
@@ -317,7 +410,7 @@ class Slice:
     def reached(self) -> set[str]:
         """The functions the kernel keeps: main, every function a kept unit calls or names, and those file-scope
         variables name."""
-        found = {self.main} | self.reached_by_globals
+        found = {self.main} | self.reached_by_globals | self.always
         for unit_id in self.kept:
             found |= self.units[unit_id].effects.calls
         return {usr for usr in found if usr is not None}
@@ -349,7 +442,7 @@ class Slice:
                 ranges.setdefault(function.file, []).append((function.start, function.end, "function"))
         for unit in self.units:
             function = self.functions[unit.function]
-            if not function.editable or function.usr not in reached or unit.id in self.kept:
+            if not function.editable or function.usr not in reached or unit.id in self.kept or unit.pinned:
                 continue
             parent = self.units[unit.parent] if unit.parent is not None else None
             if parent is not None and parent.id not in self.kept:
