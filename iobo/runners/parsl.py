@@ -27,6 +27,7 @@ import shutil
 import signal
 import sys
 import threading
+import time
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -182,6 +183,7 @@ class ParslRunner(Runner):
         self._app = None
         self._mpi_mode = False
         self._executors: list = []
+        self._ended_seen: dict[str, float] = {}  # batch job id -> when (monotonic s) it was first seen ended
 
     def __enter__(self) -> "ParslRunner":
         import parsl
@@ -222,8 +224,10 @@ class ParslRunner(Runner):
     def _explained(self, future: Future) -> Future:
         """``future``, except that a trial lost with its worker (Parsl's ``ManagerLost``: a batch job that hit
         its walltime, was cancelled, lost its node) fails with a :class:`iobo.errors.WorkerLost` naming the batch
-        jobs that ended and their state, as the scheduler tells Parsl's provider."""
+        jobs that ended while it was out (not those an earlier loss already saw ended) and their state, as the
+        scheduler tells Parsl's provider."""
         explained: Future = Future()
+        submitted = time.monotonic()
 
         def settle(done: Future) -> None:
             error = done.exception()
@@ -234,13 +238,14 @@ class ParslRunner(Runner):
             else:
                 explained.set_exception(WorkerLost(
                     f"the Parsl worker running this trial was lost: {type(error).__name__}: {error}"
-                    f"{self._ended_batch_jobs()}"))
+                    f"{self._ended_batch_jobs(submitted)}"))
 
         future.add_done_callback(settle)
         return explained
 
-    def _ended_batch_jobs(self) -> str:
-        """``"; batch job 12: TIMEOUT (...)"``... for the executors' blocks whose batch job has ended.
+    def _ended_batch_jobs(self, since: float) -> str:
+        """``"; batch job 12: TIMEOUT (...)"``... for the executors' blocks whose batch job has ended, first seen
+        ended at or after ``since`` (monotonic s: when the lost trial was submitted).
 
         Each with the state the provider reports and the scheduler's own
         notice from the job's stderr (Slurm: ``*** JOB 12 ON n1 CANCELLED AT
@@ -260,6 +265,8 @@ class ParslRunner(Runner):
             for job_id, status in zip(jobs.values(), statuses):
                 notice = _scheduler_notice(status.stderr_path)
                 if status.terminal and (notice or status.state.name != "COMPLETED"):
+                    if self._ended_seen.setdefault(job_id, time.monotonic()) < since:
+                        continue  # it ended before this trial was submitted: another trial's loss
                     ended.append(f"batch job {job_id}: {status.state.name}" + (f" ({notice})" if notice else ""))
         return "; " + "; ".join(ended) if ended else ""
 

@@ -221,6 +221,40 @@ def test_a_journal_on_the_shared_directory_is_reached_from_every_node(cluster, t
     assert reported_from == NODES, reported_from  # every node's worker reached the journal
 
 
+@pytest.mark.usefixtures("no_leftover_processes")
+def test_a_cancelled_multi_node_block_fails_its_trial_and_the_study_goes_on_in_a_new_block(cluster, tmp_path):
+    """``scancel`` of the 3-node block while a trial's ranks run on its nodes: the trial FAILs naming the batch
+    job and Slurm's CANCELLED, the next trials run in a new 3-node block, nothing is left on any node."""
+    hang = cluster.base / "work" / f"{tmp_path.name}.hang"
+    hang.touch()
+    proc = subprocess.Popen(cluster.command(tune_across_nodes(cluster, tmp_path, 4, str(hang))), cwd=tmp_path,
+                            env=cluster.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while hang.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not hang.exists(), "the first trial did not start within 120 s"
+        [block] = [line.split()[0] for line in on_login(cluster, ["squeue", "-h", "-t", "RUNNING", "-o", "%i %N"])
+                   .splitlines() if line.endswith("node[1-3]")]
+        on_login(cluster, ["scancel", block])
+        _, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    trials = optuna.load_study(study_name="cluster", storage=f"sqlite:///{tmp_path / 'iobo.db'}").trials
+    reason = trials[0].user_attrs["fail_reason"]
+    assert trials[0].state == TrialState.FAIL and "Parsl worker running this trial was lost" in reason, reason
+    assert f"batch job {block}: " in reason and " CANCELLED AT " in reason, reason  # Slurm's notice, from the block
+    assert [t.state for t in trials[1:]] == [TrialState.COMPLETE] * 3
+    for trial in trials[1:]:
+        assert sorted(json.loads(trial.user_attrs["stdout_tail"].strip().splitlines()[-1])["hosts"]) == sorted(NODES)
+    assert not list((cluster.base / "work" / tmp_path.name).glob("trial-*"))  # the lost run's files removed too
+    deadline = time.monotonic() + 60
+    while any(cluster.job_processes().values()) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not any(cluster.job_processes().values()), cluster.job_processes()
+
+
 def completed(storage, study="cluster"):
     """How many trials of ``study`` are COMPLETE now (0 before the study exists)."""
     try:

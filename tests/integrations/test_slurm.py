@@ -111,15 +111,25 @@ def finish(proc, timeout_s=600) -> str:
 def test_a_cancelled_job_fails_its_trial_and_the_study_goes_on(slurm, storage, scratch, tmp_path, no_leftover_processes):
     import subprocess
 
-    hang = write_launcher(tmp_path / "hang", "hang", first=1)  # the first trial hangs until its job is cancelled
-    proc = subprocess.Popen(tune(storage, scratch, site_config(tmp_path, "00:10:00"), hang), env=slurm.env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    wait_for_hung_ranks(no_leftover_processes)
-    [job] = running_jobs(slurm)
-    subprocess.run(["scancel", job], env=slurm.env(), check=True)
+    hang = write_launcher(tmp_path / "hang", "hang", first=2)  # the first 2 trials hang until their job is cancelled
+    proc = subprocess.Popen(tune(storage, scratch, site_config(tmp_path, "00:10:00"), hang, trials=5),
+                            env=slurm.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    cancelled = []
+    for _ in range(2):  # each in its own batch job: the second starts once Parsl replaced the first
+        wait_for_hung_ranks(no_leftover_processes)
+        [job] = running_jobs(slurm)
+        subprocess.run(["scancel", job], env=slurm.env(), check=True)
+        cancelled.append(job)
+        deadline = time.monotonic() + 60  # its ranks gone before the next trial's are looked for
+        while any("time.sleep(86400)" in c for _, c in no_leftover_processes.sample().values()):
+            assert time.monotonic() < deadline, f"the ranks of cancelled job {job} outlived it by 60 s"
+            time.sleep(0.2)
     finish(proc)
     trials = optuna.load_study(study_name="slurm", storage=open_storage(storage)).get_trials()
-    assert trials[0].state == TrialState.FAIL
+    assert [t.state for t in trials[:2]] == [TrialState.FAIL] * 2
+    job, second = cancelled
+    later = trials[1].user_attrs["fail_reason"]  # names its own job, not the one the first loss already named
+    assert f"batch job {second}: " in later and f"batch job {job}: " not in later, later
     reason = trials[0].user_attrs["fail_reason"]
     assert "worker running this trial was lost" in reason
     assert f"batch job {job}: " in reason and " CANCELLED AT " in reason
@@ -128,8 +138,8 @@ def test_a_cancelled_job_fails_its_trial_and_the_study_goes_on(slurm, storage, s
     assert "TIME LIMIT" not in reason
     left = list(Path(trials[0].user_attrs["workdir"]).glob(f"trial-{trials[0].user_attrs['run_tag']}-*"))
     assert left == [], left  # the lost run's directory is removed by the tuner (its worker never did)
-    assert [t.state for t in trials[1:]] == [TrialState.COMPLETE] * 3  # in the next batch job
-    assert len({j for j, _ in slurm.squeue()}) >= 2
+    assert [t.state for t in trials[2:]] == [TrialState.COMPLETE] * 3  # in the next batch job
+    assert len({j for j, _ in slurm.squeue()}) >= 3
 
 
 @pytest.mark.usefixtures("no_leftover_processes")
