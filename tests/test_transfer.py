@@ -1,6 +1,8 @@
 """Warm start from earlier studies: a GP over their trials with the context as inputs ranks what to run first."""
 
 import datetime as dt
+import itertools
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -17,7 +19,8 @@ from iobo.measure import format_mb_per_s
 from iobo.space import MiB
 from iobo.samplers import GPSampler
 from iobo.surrogate import PRIOR_WEIGHT_ATTR
-from iobo.transfer import fit_transfer, propose, related_studies
+from iobo import transfer
+from iobo.transfer import OPTIMUM_ORIGIN, fit_transfer, propose, related_studies
 
 from support.sizes import SMALL_VPIC
 
@@ -91,6 +94,47 @@ def test_studies_of_other_kernels_or_without_a_baseline_are_left_out(earlier):
     assert [s.study_name for s in related_studies(earlier, "vpic", exclude="small-2")] == ["small-4", "large-2"]
     with pytest.raises(ConfigError, match="at least 2 completed trials"):
         propose([], kernel_context("vpic", 2, {}), SPACE, vpic.workload(2, vpic.SPEC.options))
+
+
+GOOD = {"files": "per_process", "alignment_interval": 4 * MiB, "romio_ds_write": "disable"}
+"""Three knobs that each help alone (x1.28), independently: all three together (x2.12) is the optimum."""
+
+
+@pytest.fixture
+def partial(storage):
+    """Two studies (2 and 4 ranks) that measured every combination of ``GOOD``'s knobs but all three together."""
+    combos = [dict(c) for c in itertools.product(*[[(k, SPACE[k].default), (k, v)] for k, v in GOOD.items()])]
+    measured = [({k: v for k, v in c.items() if v != SPACE[k].default},
+                 math.exp(0.25 * sum(c[k] == v for k, v in GOOD.items()))) for c in combos]
+    measured = [(changes, speedup) for changes, speedup in measured if changes and len(changes) < len(GOOD)]
+    earlier_study(storage, "part-2", 2, 1024, measured)
+    earlier_study(storage, "part-4", 4, 1024, measured)
+    return storage
+
+
+def test_the_gp_optimum_no_earlier_study_measured_is_a_candidate(partial, monkeypatch):
+    chosen = first_choice(partial, 8, 1024)
+    assert chosen[0].origin == OPTIMUM_ORIGIN and changes(chosen[0].values) == GOOD
+    assert chosen[0].measured_speedup is None and "measured by no earlier study" in chosen[0].reason
+    assert chosen[0].trial_attrs()["origin"] == OPTIMUM_ORIGIN
+    measured = [t.predicted_speedup for t in chosen[1:]]
+    assert len(measured) == 2 and chosen[0].predicted_speedup > 1.15 * max(measured)
+    # it is the posterior mean's maximum over every combination of the values the earlier studies measured
+    context = replace(kernel_context("vpic", 8, {"particles": 1024}), fs_type="tmpfs")
+    model = fit_transfer(related_studies(partial, "vpic"), context, SPACE)
+    varied = model.measured_values
+    assert set(varied) == set(GOOD)
+    every = [SPACE.complete(dict(zip(varied, combo))) for combo in itertools.product(*varied.values())]
+    predicted = model.predict(every)
+    assert every[int(predicted.argmax())] == chosen[0].values
+    assert math.log(chosen[0].predicted_speedup) == pytest.approx(predicted.max())
+    # over a larger space it climbs from the best measured configurations to the same optimum
+    monkeypatch.setattr(transfer, "ENUMERATE_AT_MOST", 1)
+    workload = vpic.workload(8, vpic.SPEC.resolve_options({"particles": 1024}))
+    assert model.optimum(workload).values == chosen[0].values
+    # a frozen knob stays at its default there too
+    assert changes(model.optimum(workload, {"files": "not on this system"}).values) == {
+        k: v for k, v in GOOD.items() if k != "files"}
 
 
 TUNED = ("files", "alignment_interval", "romio_ds_write", "sieve_buf_size")
@@ -170,3 +214,28 @@ def test_tune_without_related_studies_starts_cold_and_says_nothing_of_it(capsys,
     out = capsys.readouterr().out
     assert "warm start" not in out and "transfer:" not in out
     assert optuna.load_study(study_name="cold", storage=storage).trials[3].user_attrs["origin"] == "sampler"
+
+
+def tune_command(capsys, storage, scratch, program, study, ranks, trials):
+    code = main(["tune", "--command", f"{program} {{workdir}}/a.h5", "--params", "cb_buffer_size,alignment_interval",
+                 "--ranks", str(ranks), "--trials", str(trials), "--storage", storage, "--study", study,
+                 "--workdir", str(scratch), "--runner", "local", "--confirm", "0", "--seed", "1"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+def test_a_command_study_warm_starts_from_studies_of_the_same_command(library, programs, capsys, storage, scratch):
+    """Real runs of a compiled MPI + HDF5 program under the shim, studies in SQLite: a study of the same command at
+    another scale is related, one of another program is not."""
+    assert "warm start" not in tune_command(capsys, storage, scratch, programs["hdf5_18"], "one-rank", 1, 8)
+    assert "warm start" not in tune_command(capsys, storage, scratch, programs["hdf5_16"], "other", 1, 5)
+    out = tune_command(capsys, storage, scratch, programs["hdf5_18"], "two-ranks", 2, 6)
+    assert f"warm start from 1 earlier study: one-rank ({programs['hdf5_18']} {{workdir}}/a.h5 on 1 rank(s)" in out
+    study = optuna.load_study(study_name="two-ranks", storage=storage)
+    done = study.get_trials(states=(TrialState.COMPLETE,))
+    origins = [t.user_attrs["origin"] for t in done]
+    assert origins[:3] == ["default"] * 3 and len(done) == 6
+    assert all(o.startswith("transfer:") for o in origins[3:]), origins
+    assert all(o == OPTIMUM_ORIGIN or o.startswith("transfer:one-rank#") for o in origins[3:])
+    assert all("predicted_speedup" in t.user_attrs for t in done[3:])
