@@ -15,6 +15,8 @@ a node that is down leaves 2 for the next blocks. Faults (``--faults``, shuffled
 - ``scancel``: the running block's Slurm job cancelled;
 - ``link``: one of the running block's nodes cut off (``ip -n <ctl> link set v-nodeN down``) for ``--link-s``
   seconds, then back up;
+- ``lose``: one of the running block's nodes crashed as by ``crash`` and left down until the study is done (its
+  slurmd started again only then): Slurm marks it down and the later blocks must use the two other nodes;
 - ``kill9``: the tuner killed with SIGKILL, and started again at once with the same command (it resumes the
   study: the trial it ran is failed as stale).
 
@@ -74,6 +76,7 @@ class Soak:
         self.tuner: subprocess.Popen | None = None
         self.starts = 0
         self.error_exits: list[int] = []
+        self.lost: list[tuple[str, float]] = []  # (node, unix time) of each node lost for good
         self.started = time.monotonic()
 
     def now(self) -> float:
@@ -168,6 +171,10 @@ class Soak:
             self.sleep(self.args.link_s)
             subprocess.run(["ip", "-n", self.cluster.netns("ctl"), "link", "set", veth, "up"], check=True)
             fault.note = f"link down {self.args.link_s:g} s; node states then: {self.cluster.node_states()}"
+        elif kind == "lose":
+            pids = self.cluster.crash_node(node)
+            self.lost.append((node, time.time()))
+            fault.target, fault.note = node, f"{len(pids)} processes killed, left down until the study is done"
         elif kind == "kill9":
             self.tuner.send_signal(signal.SIGKILL)
             self.tuner.wait()
@@ -196,6 +203,8 @@ class Soak:
             faults.append(fault or Fault(kind, self.now(), note="not fired: no trial's ranks ran within 3 x 60 s"))
         while self.now() < deadline and (self.tuner_running() or self.finished() < self.args.trials):
             self.sleep(2)
+        for node, _ in self.lost:  # back, so that its slurmd ends what was left of the lost blocks
+            self.cluster.start_node(node)
         if self.tuner_running():
             self.tuner.send_signal(signal.SIGTERM)
             self.tuner.wait(timeout=120)
@@ -288,6 +297,12 @@ def main(argv: list[str] | None = None) -> int:
         say("  failures: " + ("; ".join(f"{n} x {c}" for c, n in causes.most_common()) or "none"))
         say(f"  Slurm jobs (blocks) squeue still lists (it forgets after MinJobAge, 10 min): {len(history)}: "
             + ", ".join(sorted({line.split()[1] for line in history})))
+        for node, when in soak.lost:  # where the trials started after a node was lost ran (the shim's hosts)
+            later = [t for t in every if t.state.name == "COMPLETE" and t.user_attrs.get("started_unix", 0) > when]
+            on_lost = [t.number for t in later if node in ((t.user_attrs.get("io") or {}).get("hosts") or {})]
+            say(f"  after {node} was lost: {len(later)} trials completed, {len(on_lost)} of them with a rank on "
+                f"{node} (target 0) {on_lost or ''}; their hosts: "
+                f"{sorted({h for t in later for h in ((t.user_attrs.get('io') or {}).get('hosts') or {})})}")
         say(f"  node states at the end: {cluster.node_states()}")
     finally:
         cluster.down(check=False)

@@ -570,11 +570,20 @@ def shim_attrs(report: Mapping[str, Any], config_values: Mapping[str, Any]) -> d
     }
 
 
-def tell_failed(study, trial, reason: str) -> None:
-    """Tell ``trial`` (a RUNNING ``FrozenTrial``) FAIL with ``reason`` as its ``fail_reason`` attr.
+LOST_ATTR = "lost"
+"""Trial attr, True on a FAIL trial whose run was lost to the machinery rather than failed by the program: its
+Parsl worker was lost (the batch job ended, its node went away) or its tuner died. Such a run says nothing of its
+configuration: a lost default run does not count towards "the system default never ran"."""
+
+
+def tell_failed(study, trial, reason: str, lost: bool = False) -> None:
+    """Tell ``trial`` (a RUNNING ``FrozenTrial``) FAIL with ``reason`` as its ``fail_reason`` attr (and
+    ``LOST_ATTR`` when ``lost``).
 
     The attr goes through the storage: an ``optuna.Trial`` would call the
     sampler's ``before_trial`` first, which has no business in clean-up.
     """
     _compat.set_frozen_trial_attr(study, trial, "fail_reason", reason)
+    if lost:
+        _compat.set_frozen_trial_attr(study, trial, LOST_ATTR, True)
     study.tell(trial.number, state=state("FAIL"))

@@ -533,9 +533,11 @@ class Tuner:
     def _default_never_ran(self, study) -> bool:
         """True (and says why) when every one of at least ``default_repeats`` default runs failed and none
         completed: without a baseline nothing can be concluded, and a program that cannot run its default
-        (a wrong command, rank count or path) fails every other configuration the same way."""
+        (a wrong command, rank count or path) fails every other configuration the same way. Runs lost to the
+        machinery (``trials.LOST_ATTR``: a lost worker, a dead tuner) are not counted."""
         defaults = [t for t in study.get_trials(deepcopy=False) if trials.role(t) == ROLE_DEFAULT]
-        finished = [t for t in defaults if t.state in (state("COMPLETE"), state("FAIL"))]
+        finished = [t for t in defaults if t.state in (state("COMPLETE"), state("FAIL"))
+                    and not t.user_attrs.get(trials.LOST_ATTR)]  # a lost run is no verdict on the default
         if len(finished) < self.default_repeats or any(t.state == state("COMPLETE") for t in finished):
             return False
         reason = finished[-1].user_attrs.get("fail_reason", "no reason recorded")
@@ -613,10 +615,14 @@ class Tuner:
             trial.set_user_attr("stderr_tail", exc.stderr_tail[-4000:])
             trial.set_user_attr("stdout_tail", exc.stdout_tail[-4000:])
             trial.set_user_attr("returncode", exc.returncode)
+            if isinstance(exc, WorkerLost):
+                trial.set_user_attr(trials.LOST_ATTR, True)
             study.tell(trial, state=state("FAIL"))
             self._say(f"trial {trial.number:3d} [{role}] FAILED: {exc.reason}")
             if isinstance(exc, WorkerLost):  # its run never got to remove its directory
                 self._remove_run_dirs(trial)
+                if role == ROLE_DEFAULT:  # it measured nothing: the baseline still needs its run
+                    study.enqueue_trial(self.space.default(), user_attrs={"role": ROLE_DEFAULT})
             return
         except Exception as exc:  # executor/worker failure: keep the study going
             trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}"[:2000])
@@ -756,7 +762,7 @@ class Tuner:
             elif trial.datetime_start is None or _age_s(trial.datetime_start) < UNOWNED_AFTER_S:
                 continue
             try:
-                trials.tell_failed(study, trial, f"stale: its tuner ({owner or 'unknown'}) died while it ran")
+                trials.tell_failed(study, trial, f"stale: its tuner ({owner or 'unknown'}) died while it ran", lost=True)
             except Exception:
                 if study.get_trials(deepcopy=False)[trial.number].state.is_finished():
                     continue  # another tuner told it first
