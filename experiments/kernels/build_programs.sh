@@ -3,18 +3,19 @@
 # scratch folder outside the repository, and print for each: name, repository, commit, binary and the command
 # template that runs it with {workdir} standing for its output directory (run it as `mpiexec -n R <command>`).
 #
-#   experiments/kernels/build_programs.sh [NAME ...]      NAME: heat-restart, cans, macsio (default: all three)
+#   experiments/kernels/build_programs.sh [NAME ...]      NAME: heat-restart, cans, macsio, citcoms (default: all)
 #
 # Environment:
 #   IOBO_KERNELS_DIR  where the programs are built, one folder per name (default /tmp/iobo-kernels)
 #   IOBO_MIRRORS      where `fetch` put the snapshots, as owner+name/repo (default /work/.mirror)
 #
 # Snapshots needed (search tool `fetch github:OWNER/NAME`): csc-training/summerschool, CaNS-World/CaNS,
-# CaNS-World/2decomp-fft (CaNS's submodule, at the commit CaNS pins), LLNL/MACSio, LLNL/json-cwx.
+# CaNS-World/2decomp-fft (CaNS's submodule, at the commit CaNS pins), LLNL/MACSio, LLNL/json-cwx,
+# geodynamics/citcoms.
 # System packages: MPICH with its parallel HDF5 (libhdf5-mpich-dev), gfortran, libpng-dev, libfftw3-dev, cmake,
 # autoconf/automake/libtool. HDF5 is linked as a shared library in all three (the shim sees only shared HDF5).
 #
-# Every command template changes into {workdir} first (`sh -c 'cd {workdir} && ... exec PROGRAM'`): all three
+# Every command template changes into {workdir} first (`sh -c 'cd {workdir} && ... exec PROGRAM'`): all the
 # programs write into their current directory.
 set -euo pipefail
 
@@ -115,14 +116,46 @@ build_macsio() {
 --log_file_name /dev/null --timings_file_name /dev/null'"
 }
 
+# CitcomS, CIG's finite-element mantle convection code (C, MPI), its regional model built by hand (its autotools
+# need the m4 submodule, absent from the snapshot) from lib/ (the sources lib/Makefile.am lists) and
+# bin/CitcomSRegional.c with USE_HDF5 (H5_USE_16_API, as Spack builds it) against MPICH's parallel HDF5. Input:
+# examples/Regional/input.sample on 2 ranks (nprocx 2, nprocy 1), 6 steps, HDF5 output (output_format=hdf5) every
+# 3 steps into the current directory: regtest.h5 (the mesh) and regtest.<step>.h5 (fields), both collective
+# (input.a); input.b: 3 ranks, 4 steps, every 2.
+build_citcoms() {
+    local repo=geodynamics/citcoms dir="$ROOT/citcoms"
+    local commit; commit=$(git --git-dir="$(gitdir $repo)" rev-parse HEAD)
+    rm -rf "$dir/src" && mkdir -p "$dir/src"
+    git --git-dir="$(gitdir $repo)" archive "$commit" lib bin examples/Regional | tar -x -C "$dir/src"
+    local sources; sources=$(sed -n '/^sources = /,/CUDA_SOURCES)$/p' "$dir/src/lib/Makefile.am" |
+        grep -o '[A-Za-z0-9_]*\.c' | sed 's|^|lib/|' | tr '\n' ' ')
+    [ -n "$sources" ] || die "CitcomS lib/Makefile.am changed upstream: no sources found"
+    # shellcheck disable=SC2086
+    (cd "$dir/src" && h5pcc.mpich -shlib -O2 -DUSE_HDF5 -DH5_USE_16_API -Ilib -o "$dir/CitcomSRegional" \
+        $sources bin/Citcom.c bin/CitcomSRegional.c -lz -lm) >"$dir/build.log" 2>&1 ||
+        die "CitcomS build failed: see $dir/build.log"
+    echo "$sources bin/Citcom.c bin/CitcomSRegional.c" >"$dir/sources.txt"
+    sed -e 's|^datadir=.*|datadir="."|' -e 's|^output_format=.*|output_format=hdf5|' -e 's|^nprocx=.*|nprocx=2|' \
+        -e 's|^nprocy=.*|nprocy=1|' -e 's|^maxstep=.*|maxstep=6|' -e 's|^maxtotstep=.*|maxtotstep=6|' \
+        -e 's|^storage_spacing=.*|storage_spacing=3|' "$dir/src/examples/Regional/input.sample" >"$dir/input.a"
+    # a second input (issue 29's unseen one): 3 ranks along x on a 25-node x axis, 4 steps, output every 2
+    sed -e 's|^nprocx=.*|nprocx=3|' -e 's|^nodex=.*|nodex=25|' -e 's|^maxstep=.*|maxstep=4|' \
+        -e 's|^maxtotstep=.*|maxtotstep=4|' -e 's|^storage_spacing=.*|storage_spacing=2|' "$dir/input.a" >"$dir/input.b"
+    grep -q '^output_format=hdf5' "$dir/input.a" && grep -q '^maxstep=6' "$dir/input.a" ||
+        die "CitcomS input.sample changed upstream: set output_format, nprocx/y, maxstep in $dir/input.a by hand"
+    report citcoms "github:$repo (regional model, lib/ + bin/CitcomSRegional.c)" "$commit" \
+        "$dir/CitcomSRegional" "sh -c 'cd {workdir} && exec $dir/CitcomSRegional $dir/input.a'"
+}
+
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(heat-restart cans macsio)
+[ ${#names[@]} -gt 0 ] || names=(heat-restart cans macsio citcoms)
 mkdir -p "$ROOT"
 for name in "${names[@]}"; do
     case "$name" in
         heat-restart) build_heat_restart ;;
         cans) build_cans ;;
         macsio) build_macsio ;;
-        *) die "unknown program '$name': heat-restart, cans or macsio" ;;
+        citcoms) build_citcoms ;;
+        *) die "unknown program '$name': heat-restart, cans, macsio or citcoms" ;;
     esac
 done

@@ -52,6 +52,9 @@ POST_INC, POST_DEC, PRE_INC, PRE_DEC, ADDRESS_OF, DEREF = 1, 2, 3, 4, 5, 6
 """libclang's CXBinaryOperatorKind and CXUnaryOperatorKind values used (LLVM 17+; checked on the wheel's 18.1.1)."""
 QUALIFIERS = re.compile(r"\b(const|volatile|restrict)\b\s*")
 ANY_MEMORY = ("mem",)
+ANY_RETURN = ("ret",)
+"""What a call through a function pointer reads besides any memory: the return value of any function (a prefix of
+every ``("ret", USR)``), so the final ``return`` of a function called through a pointer is kept."""
 FUNCTION_KINDS = ("FUNCTION_DECL", "CXX_METHOD", "CONSTRUCTOR", "DESTRUCTOR", "CONVERSION_FUNCTION",
                   "FUNCTION_TEMPLATE")
 """The cursor kinds of a function (C's, and C++'s methods, constructors, destructors, conversions, templates)."""
@@ -172,7 +175,8 @@ class Analyzer:
         if self.is_reference(decl.type):
             return {self.mem_key(decl.type)}
         found = {key}
-        if key in self.escaped:
+        if key in self.escaped or (decl.kind == self.K.PARM_DECL and self.is_array(decl.type)):
+            # an array parameter (double v[9]) is a pointer to the caller's array: its elements are memory
             found.add(self.mem_key(decl.type))
         if decl.type.get_canonical().kind == self.ci.TypeKind.RECORD:
             found.add(self.mem_key(decl.type))
@@ -372,6 +376,7 @@ class Analyzer:
                 effects.reads |= self.pointee(argument)
                 self.write(effects, self.pointee(argument))
             effects.reads.add(ANY_MEMORY)
+            effects.reads.add(ANY_RETURN)  # whichever function it calls, its return value is read
             self.write(effects, {ANY_MEMORY})
             return effects
         parameters = list(callee.type.argument_types()) if callee.type.kind == self.ci.TypeKind.FUNCTIONPROTO else []

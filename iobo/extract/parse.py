@@ -34,6 +34,10 @@ CXX_COMPILERS = ("c++", "g++", "clang++", "mpicxx", "mpic++", "mpiCC", "h5c++", 
 CXX_PARSE_FLAGS = ("-Wno-c++11-narrowing",)
 """Added when parsing C++: g++ accepts a narrowing conversion of a non-constant in braces (a warning), Clang refuses
 it by default (MACSio's ``macsio_main.c:687``)."""
+C_PARSE_FLAGS = ("-Wno-error=implicit-function-declaration", "-Wno-error=implicit-int", "-Wno-error=int-conversion",
+                 "-Wno-error=incompatible-function-pointer-types")
+"""Added when parsing C: what gcc 12 (the programs' compiler here) only warns about and Clang 16+ refuses by default
+(a call of an undeclared function: CitcomS's ``Output.c:81`` strcmp without ``<string.h>``)."""
 
 
 def cxx_compiler(word: str | None) -> bool:
@@ -151,8 +155,8 @@ def parse(source: str | os.PathLike, flags: list[str], index=None, compiler: str
     ci = cindex()
     source = Path(source).resolve()
     lang = language(source, flags, compiler)
-    flags = without_language(flags)
-    extra = list(CXX_PARSE_FLAGS) if lang == "c++" else []
+    flags = preprocessor_flags(without_language(flags))  # not -O3, -lpng, a library's path: no input of Clang's
+    extra = list(CXX_PARSE_FLAGS if lang == "c++" else C_PARSE_FLAGS)
     args = ["-x", lang, *flags, *extra, f"-I{source.parent}", *wrapper_flags()]
     index = index or ci.Index.create()
     try:

@@ -84,7 +84,7 @@ def extract(sources, kernel_dir, flags: list[str] | None = None, compile_command
         build_flags += [f for f in parse.without_language(own) if f not in build_flags]
         languages.append(parse.language(path, own, their_compiler))
         units.append(parse.parse(path, own, index, their_compiler))
-    sliced = Slice(ci, units, paths, frozenset(synthetic)).run()
+    sliced = Slice(ci, units, paths, frozenset(synthetic), cxx="c++" in languages).run()
     drops = sliced.drops()
     insertions: dict[str, list] = {}
     notes = list(sliced.notes)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from iobo.extract.calls import COMPRESSION
+from iobo.extract.calls import COMPRESSION, library_header
 from iobo.extract.effects import Analyzer, Effects
 
 CONTAINERS = {"COMPOUND_STMT", "IF_STMT", "FOR_STMT", "WHILE_STMT", "DO_STMT", "SWITCH_STMT", "CASE_STMT",
@@ -73,6 +73,8 @@ class Unit:
     asm: bool = False
     initializes: set = field(default_factory=set)
     """A ``for``'s variables its init assigns (``for (j = 0; ...)``): written before its header reads them."""
+    returns_value: bool = False
+    """A ``return`` with a value."""
     pinned: bool = False
     """Text that cannot be removed (a constructor's member initialisers): kept when its function is called."""
 
@@ -94,8 +96,11 @@ class Function:
 class Slice:
     """The units of the translation units ``units`` of ``sources`` and, after :meth:`run`, the kept ones."""
 
-    def __init__(self, ci, translation_units, sources, synthetic=frozenset()):
+    def __init__(self, ci, translation_units, sources, synthetic=frozenset(), cxx=False):
         self.ci = ci
+        self.cxx = cxx
+        """C++ sources: a value-returning function that keeps statements keeps its last ``return`` (flowing off
+        its end is undefined behaviour in C++, which g++ -O2 compiles as unreachable, whoever reads the value)."""
         self.sources = {str(s) for s in sources}
         self.units: list[Unit] = []
         self.functions: dict[str, Function] = {}
@@ -103,7 +108,8 @@ class Slice:
         definitions, opaque_bodies, templates = [], [], []
         for tu in translation_units:
             for cursor, template in self._definitions(tu.cursor):
-                if cursor.location.is_in_system_header or cursor.location.file is None:
+                if cursor.location.is_in_system_header or cursor.location.file is None or \
+                        library_header(cursor.location.file.name):  # MPICH's C++ bindings: the library's
                     continue
                 usr = cursor.get_usr()
                 if usr in self.functions:
@@ -306,6 +312,8 @@ class Slice:
             unit.jump_target = switch if switch is not None and (loop is None or switch > loop) else loop
         elif kind == "CONTINUE_STMT":
             unit.jump_target = loop
+        elif kind == "RETURN_STMT":
+            unit.returns_value = any(c.kind.is_expression() for c in cursor.get_children())
         elif kind in ("GCC_ASM_STMT", "ASM_STMT", "MS_ASM_STMT"):
             unit.asm = True
 
@@ -371,7 +379,8 @@ class Slice:
         if unit.function in self.live and unit.kind in ("GOTO_STMT", "LABEL_STMT", "INDIRECT_GOTO_STMT"):
             return "a jump or label of a kept function"
         if unit.kind == "RETURN_STMT" and unit.function in self.live and (
-                not unit.last or unit.function == self.main or ("ret", unit.function) in self.needed):
+                not unit.last or unit.function == self.main or ("ret", unit.function) in self.needed
+                or (self.cxx and unit.returns_value)):
             return "returns from a kept function"
         for location in effects.writes:
             if self._conflicts([location]):
