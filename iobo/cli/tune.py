@@ -78,8 +78,8 @@ def add_parser(sub) -> None:
                    help="end the study before --trials: when the GP's expected gain per minute falls to the "
                         "RoTI so far (marginal-roti), when the next trial is expected to add < 2%% "
                         "(expected-gain), after no 5%% gain in 5 trials (no-gain), or when RoTI has not risen "
-                        "over 2 trials, after 8 (roti-peak), when the GP is 50%% sure its recommendation is "
-                        "within 85%% of the best, after 6 (confident), or when the next trial is expected to save "
+                        "over 2 trials, after 8 (roti-peak), when the GP is 70%% sure its recommendation is "
+                        "within 85%% of the best, after 15 (confident), or when the next trial is expected to save "
                         "--production-runs runs less time than it costs (production-runs)")
     p.add_argument("--production-runs", metavar="N",
                    help="the runs the tuned configuration will serve: tuning stops when the next trial's expected "
