@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import random
 import shlex
 import statistics
@@ -67,8 +69,11 @@ def tune(args, study: str, workdir: Path, log: Path, via_kernel: bool) -> float:
     return seconds
 
 
-def logged_seconds(log: Path) -> float:
-    """The wall seconds :func:`tune` wrote in its log's second line (``# exit 0, 113.1 s``)."""
+def logged_seconds(log: Path) -> float | None:
+    """The wall seconds :func:`tune` wrote in its log's second line (``# exit 0, 113.1 s``); None when there is
+    no log (a tuning stopped by hand before :func:`tune` wrote it)."""
+    if not log.exists():
+        return None
     return float(log.read_text().splitlines()[1].split(", ")[1].split()[0])
 
 
@@ -117,6 +122,37 @@ def speedup_interval(runs: list[float], default: list[float], seed: int = 0) -> 
     return float(np.median(a) / np.median(b)), float(np.quantile(ratios, 0.025)), float(np.quantile(ratios, 0.975))
 
 
+def log_noise_sd(groups: list[list[float]]) -> float:
+    """Pooled standard deviation of log(MB/s) between runs of one configuration on one side (each group: one
+    configuration's runs), the ``noise_sd_log`` of :func:`iobo.measure.planned_pairs`."""
+    squares, freedom = 0.0, 0
+    for group in groups:
+        logs = [math.log(v) for v in group if v > 0]
+        if len(logs) >= 2:
+            mean = sum(logs) / len(logs)
+            squares += sum((x - mean) ** 2 for x in logs)
+            freedom += len(logs) - 1
+    return math.sqrt(squares / freedom) if freedom else float("nan")
+
+
+def noise_lines(side: str, rows_of_side: list[tuple[str, tuple[float, float, float]]], noise_sd: float,
+                rounds: int) -> list[str]:
+    """Whether a side's speedups are limited by noise (every non-default configuration's interval spans 1), and
+    the rounds :func:`iobo.measure.planned_pairs` plans (95% interval, 80% power) for the interval of the
+    configuration with the largest measured effect to exclude 1 at that effect and this noise."""
+    from iobo.measure import planned_pairs
+
+    spanning = [name for name, (_, low, high) in rows_of_side if low <= 1.0 <= high]
+    largest_name, (largest, _, _) = max(rows_of_side, key=lambda row: abs(math.log(row[1][0])))
+    effect = max(largest, 1 / largest)
+    needed = planned_pairs(noise_sd, effect, at_least=1, at_most=100_000) if noise_sd == noise_sd else 0
+    verdict = ("limited by noise: every configuration's interval spans 1" if len(spanning) == len(rows_of_side)
+               else f"{len(rows_of_side) - len(spanning)} of {len(rows_of_side)} intervals exclude 1")
+    return [f"{side}: noise sd of log(MB/s) {noise_sd:.3f} (pooled within configurations); {verdict}; "
+            f"the largest effect, {largest_name} {largest:.3f}x, needs about {needed} rounds for its interval to "
+            f"exclude 1 (planned_pairs: 95% interval, 80% power): {max(0, needed - rounds)} more than the {rounds} run"]
+
+
 def changes(values: dict, default: dict) -> str:
     shown = {k: v for k, v in values.items() if default.get(k) != v}
     return ", ".join(f"{k}={v}" for k, v in sorted(shown.items())) or "(default)"
@@ -139,8 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default="/dev/shm/iobo-kernels-bench")
     parser.add_argument("--out", required=True)
     parser.add_argument("--reuse-tuning", action="store_true",
-                        help="keep the two tuning runs of an earlier run with the same --out and --workdir; re-measure")
+                        help="keep the two tuning runs of an earlier run with the same --workdir; re-measure")
+    parser.add_argument("--tuning-from", default=None,
+                        help="with --reuse-tuning: the earlier run's --out, beside which its .via.log and "
+                             ".direct.log are (default: --out)")
     args = parser.parse_args(argv)
+    load_at_start = os.getloadavg()
 
     from iobo.errors import IoboError
     from iobo.kernels.command import CommandSpec
@@ -157,8 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.workdir) / args.name
     args.storage = f"sqlite:///{work / 'iobo.db'}"
     via_study, direct_study = f"{args.name}-via", f"{args.name}-direct"
+    tuning_out = Path(args.tuning_from) if args.reuse_tuning and args.tuning_from else out
     if args.reuse_tuning:  # steps 1 and 2 done by an earlier run: their studies, logs and times
-        seconds_via, seconds_direct = (logged_seconds(out.with_suffix(suffix)) for suffix in (".via.log", ".direct.log"))
+        seconds_via, seconds_direct = (logged_seconds(tuning_out.with_suffix(suffix))
+                                       for suffix in (".via.log", ".direct.log"))
         subprocess.run(["rm", "-rf", str(work / "remeasure")], check=True)
     else:
         if work.exists():
@@ -169,11 +211,12 @@ def main(argv: list[str] | None = None) -> int:
     program = CommandSpec(args.command)
     trace_path = work / "via" / f"{program.name}.trace.json"
     check = json.loads(Path(f"{trace_path}.check.json").read_text())
-    via_text = out.with_suffix(".via.log").read_text()
-    direct_text = out.with_suffix(".direct.log").read_text()
+    via_log, direct_log = (tuning_out.with_suffix(suffix) for suffix in (".via.log", ".direct.log"))
+    via_text = via_log.read_text()
+    direct_text = direct_log.read_text() if direct_log.exists() else ""
     confirmed = {side: next((line for line in text.splitlines() if line.startswith(("speedup on the program",
                                                                                         "confirmed:", "speedup:"))),
-                            "(no confirmation line)")
+                            "(no confirmation line)" if text else "(no log: the tuning was not run to its end)")
                  for side, text in (("via kernel", via_text), ("direct", direct_text))}
 
     kernel_values, kernel_how = recommendation(args.storage, f"{via_study}-kernel")
@@ -215,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             runs[name, side].append({"mb_per_s": outcome["mb_per_s"], "wall_s": outcome["wall_seconds"]})
         print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+        out.with_suffix(".json").write_text(json.dumps({  # the runs so far, should the summary below fail
+            "name": args.name, "configs": configs, "runs": {f"{n}|{s}": v for (n, s), v in runs.items()}},
+            indent=1, default=str))
 
     def mbs(name, side):
         return [r["mb_per_s"] for r in runs[name, side]]
@@ -230,20 +276,29 @@ def main(argv: list[str] | None = None) -> int:
             program_speedups.append(p[0])
             kernel_speedups.append(k[0])
     rho = float(spearmanr(kernel_speedups, program_speedups).statistic)
-    walls = {side: median_interval([r["wall_s"] for name in configs for r in runs[name, side]]) for side in sides}
+    wall_runs = {side: [r["wall_s"] for name in configs for r in runs[name, side]] for side in sides}
+    walls = {side: median_interval(wall_runs[side]) for side in sides}
+    ratios = {side: speedup_interval(wall_runs["program"], wall_runs[side]) for side in sides}
+    noise = {side: log_noise_sd([mbs(name, side) for name in configs]) for side in ("program", "kernel")}
     k_row = next(r for r in rows if r[0].startswith("K "))
     p_row = next(r for r in rows if r[0].startswith("P "))
     fidelity = p_row[2][1] <= k_row[2][0] <= p_row[2][2]
     trace_meta = json.loads(trace_path.read_text()).get("metadata", {})
 
+    load_at_end = os.getloadavg()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
     lines = [
-        f"# experiments.kernels.benchmark on {machine()}",
+        f"# experiments.kernels.benchmark on {machine()}, commit {commit.stdout.strip()}",
+        f"# load average (1, 5, 15 min) at start {', '.join(f'{v:.2f}' for v in load_at_start)}; "
+        f"at end {', '.join(f'{v:.2f}' for v in load_at_end)}",
         f"# program: {args.name} ({args.language}), {args.ranks} ranks: {args.command}",
         f"# source: {args.source}",
         f"# recorded run: wall {trace_meta.get('wall_s', float('nan')):.3f} s, I/O phases "
         f"{trace_meta.get('io_s', float('nan')):.3f} s (slowest rank); computation/I/O "
         f"{(trace_meta.get('wall_s', 0) - trace_meta.get('io_s', 0)) / max(trace_meta.get('io_s', 1e-9), 1e-9):.1f}x",
-        f"# tuning: {args.trials} trials each, sampler {args.sampler}, seed {args.seed}, --confirm {args.confirm}",
+        f"# tuning: {args.trials} trials each, sampler {args.sampler}, seed {args.seed}, --confirm {args.confirm}"
+        + (f" (reused: the studies in {args.storage}, logs {via_log.name}, {direct_log.name})" if args.reuse_tuning
+           else ""),
         "",
         "## signature, kernel vs program (the --via-kernel check; targets: bytes 0.1%, operations 2%)",
         render(check["signature"]),
@@ -261,16 +316,20 @@ def main(argv: list[str] | None = None) -> int:
         f"[{p_row[2][1]:.3f}-{p_row[2][2]:.3f}]: K {'inside' if fidelity else 'OUTSIDE'} P's 95% interval",
         f"  K ({kernel_how}): {k_row[1]}",
         f"  P ({program_how}): {p_row[1]}",
+        *noise_lines("program", [(r[0], r[2]) for r in rows if r[0] != "default"], noise["program"], args.rounds),
+        *noise_lines("kernel", [(r[0], r[3]) for r in rows if r[0] != "default"], noise["kernel"], args.rounds),
         "",
         "## trial time (median wall seconds a run [95% bootstrap], all re-measured runs)",
-        *[f"{side:<18} {w[0]:7.3f} [{w[1]:.3f}-{w[2]:.3f}]  program/this {walls['program'][0] / w[0]:.2f}x"
-          for side, w in walls.items()],
+        *[f"{side:<18} {w[0]:7.3f} [{w[1]:.3f}-{w[2]:.3f}]  program/this {ratios[side][0]:.2f}x "
+          f"[{ratios[side][1]:.2f}-{ratios[side][2]:.2f}]" for side, w in walls.items()],
         "",
         "## end to end (iobo tune, as a user runs it)",
         f"via the kernel (record + check + {args.trials} kernel trials + confirmation on the program): "
         f"{seconds_via:.1f} s; {confirmed['via kernel']}",
-        f"directly ({args.trials} program trials + confirmation): {seconds_direct:.1f} s; {confirmed['direct']}",
-        f"direct / via kernel: {seconds_direct / seconds_via:.2f}x (target >= 5x)",
+        f"directly ({args.trials} program trials + confirmation): "
+        + (f"{seconds_direct:.1f} s; {confirmed['direct']}" if seconds_direct is not None else confirmed["direct"]),
+        f"direct / via kernel: {seconds_direct / seconds_via:.2f}x (target >= 5x)" if seconds_direct is not None
+        else "direct / via kernel: not measured (no direct tuning log)",
     ]
     text = "\n".join(lines)
     print(text)
@@ -278,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     out.with_suffix(".json").write_text(json.dumps({
         "name": args.name, "command": args.command, "source": args.source, "ranks": args.ranks,
         "configs": configs, "runs": {f"{n}|{s}": v for (n, s), v in runs.items()}, "spearman": rho,
+        "load_at_start": load_at_start, "load_at_end": load_at_end,
         "seconds_via": seconds_via, "seconds_direct": seconds_direct, "check": check}, indent=1, default=str))
     return 0
 
