@@ -111,11 +111,11 @@ def finish(proc, timeout_s=600) -> str:
 def test_a_cancelled_job_fails_its_trial_and_the_study_goes_on(slurm, storage, scratch, tmp_path, no_leftover_processes):
     import subprocess
 
-    hang = write_launcher(tmp_path / "hang", "hang", first=2)  # the first 2 trials hang until their job is cancelled
-    proc = subprocess.Popen(tune(storage, scratch, site_config(tmp_path, "00:10:00"), hang, trials=5),
+    hang = write_launcher(tmp_path / "hang", "hang", first=3)  # the first 3 trials hang until their job is cancelled
+    proc = subprocess.Popen(tune(storage, scratch, site_config(tmp_path, "00:10:00"), hang, trials=7),
                             env=slurm.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     cancelled = []
-    for _ in range(2):  # each in its own batch job: the second starts once Parsl replaced the first
+    for _ in range(3):  # each in its own batch job: the next starts once Parsl replaced the last
         wait_for_hung_ranks(no_leftover_processes)
         [job] = running_jobs(slurm)
         subprocess.run(["scancel", job], env=slurm.env(), check=True)
@@ -126,8 +126,9 @@ def test_a_cancelled_job_fails_its_trial_and_the_study_goes_on(slurm, storage, s
             time.sleep(0.2)
     finish(proc)
     trials = optuna.load_study(study_name="slurm", storage=open_storage(storage)).get_trials()
-    assert [t.state for t in trials[:2]] == [TrialState.FAIL] * 2
-    job, second = cancelled
+    assert [t.state for t in trials[:3]] == [TrialState.FAIL] * 3  # all 3 default runs lost: no verdict on it
+    assert all(t.user_attrs["role"] == "default" and t.user_attrs["lost"] for t in trials[:3])
+    job, second, _ = cancelled
     later = trials[1].user_attrs["fail_reason"]  # names its own job, not the one the first loss already named
     assert f"batch job {second}: " in later and f"batch job {job}: " not in later, later
     reason = trials[0].user_attrs["fail_reason"]
@@ -138,8 +139,11 @@ def test_a_cancelled_job_fails_its_trial_and_the_study_goes_on(slurm, storage, s
     assert "TIME LIMIT" not in reason
     left = list(Path(trials[0].user_attrs["workdir"]).glob(f"trial-{trials[0].user_attrs['run_tag']}-*"))
     assert left == [], left  # the lost run's directory is removed by the tuner (its worker never did)
-    assert [t.state for t in trials[2:]] == [TrialState.COMPLETE] * 3  # in the next batch job
-    assert len({j for j, _ in slurm.squeue()}) >= 3
+    # the lost default runs were queued again and the study went on in the next batch job (before 5bd1f96 the
+    # tuner stopped here: "the system default failed in all 3 of its runs, so there is no baseline")
+    assert [t.state for t in trials[3:]] == [TrialState.COMPLETE] * 4
+    assert [t.user_attrs["role"] for t in trials[3:6]] == ["default"] * 3
+    assert len({j for j, _ in slurm.squeue()}) >= 4
 
 
 @pytest.mark.usefixtures("no_leftover_processes")
