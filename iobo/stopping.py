@@ -303,26 +303,12 @@ def recommendation_probability(surrogate, fraction: float = NEAR_BEST, draws: in
     posterior draws of log(MB/s) over the space (every configuration, or ``limit`` drawn ones plus the
     measured ones in a larger space) in which the incumbent is >= log(fraction) below the draw's best."""
     import numpy as np
-    import torch
 
     fit = surrogate.fit
     space = surrogate.candidates(seed, limit)
     rows = np.unique(np.vstack([fit.rows, space]), axis=0)
     here = int(np.flatnonzero(np.all(rows == fit.rows[fit.best], axis=1))[0])
-    posterior = fit.posterior
-    slots = torch.as_tensor(surrogate.encoding.slots(rows), dtype=torch.float64)
-    kernel = posterior.kernel
-    with torch.no_grad():
-        k_xx = kernel.covariance(kernel.prepare(posterior.x, posterior.x)) + torch.diag(posterior.noise)
-        k_xc = kernel.covariance(kernel.prepare(posterior.x, slots))
-        k_cc = kernel.covariance(kernel.prepare(slots, slots))
-        chol = torch.linalg.cholesky(k_xx)
-        mean = posterior.mean + k_xc.T @ torch.cholesky_solve((posterior.y - posterior.mean)[:, None], chol)[:, 0]
-        v = torch.linalg.solve_triangular(chol, k_xc, upper=False)
-        cov = (k_cc - v.T @ v).numpy()
-    values, vectors = np.linalg.eigh((cov + cov.T) / 2)  # standardised units
-    samples = mean.numpy() + np.random.default_rng(seed).standard_normal((draws, len(rows))) @ (
-        vectors * np.sqrt(values.clip(0))).T
+    samples = fit.posterior.joint_draws(surrogate.encoding.slots(rows), draws, seed)  # standardised units
     gap = math.log(fraction) / fit.scale
     return float(np.mean(samples[:, here] >= samples.max(1) + gap))
 

@@ -92,23 +92,8 @@ def found_probability(surrogate: Surrogate, configs: list[dict], fraction: float
     ``fraction`` of the best of ``configs`` (the whole space): the share of ``draws`` joint posterior
     draws of log(MB/s) over ``configs`` in which the best measured one is >= log(fraction) below the
     best overall.  Joint draws, not marginals: the configurations' values are correlated."""
-    import torch
-
-    posterior = surrogate.fit.posterior
     rows = np.array([surrogate.row(c) for c in configs])
-    slots = torch.as_tensor(surrogate.encoding.slots(rows), dtype=torch.float64)
-    kernel = posterior.kernel
-    with torch.no_grad():
-        k_xx = kernel.covariance(kernel.prepare(posterior.x, posterior.x)) + torch.diag(posterior.noise)
-        k_xc = kernel.covariance(kernel.prepare(posterior.x, slots))
-        k_cc = kernel.covariance(kernel.prepare(slots, slots))
-        chol = torch.linalg.cholesky(k_xx)
-        mean = posterior.mean + k_xc.T @ torch.cholesky_solve((posterior.y - posterior.mean)[:, None], chol)[:, 0]
-        v = torch.linalg.solve_triangular(chol, k_xc, upper=False)
-        cov = (k_cc - v.T @ v).numpy()
-    values, vectors = np.linalg.eigh((cov + cov.T) / 2)  # standardised units: the order is all that counts
-    samples = mean.numpy() + np.random.default_rng(seed).standard_normal((draws, len(rows))) @ (
-        vectors * np.sqrt(values.clip(0))).T
+    samples = surrogate.fit.posterior.joint_draws(surrogate.encoding.slots(rows), draws, seed)  # standardised
     measured = {tuple(r) for r in surrogate.measured.tolist()}
     seen = np.array([tuple(r) in measured for r in rows.tolist()])
     gap = math.log(fraction) / surrogate.fit.scale  # log(fraction) in standardised units

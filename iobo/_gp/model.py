@@ -283,6 +283,19 @@ class Posterior:
             return np.zeros(0), np.zeros(0)
         return torch.cat(means).numpy(), torch.cat(variances).numpy()
 
+    def joint_draws(self, xc: np.ndarray | torch.Tensor, draws: int, seed: int = 0) -> np.ndarray:
+        """``draws`` joint samples (``draws x m``) of the latent function at slot rows ``xc`` (``m x p``), in
+        standardised units: draws, not marginals, because the configurations' values are correlated."""
+        xc = torch.as_tensor(xc, dtype=torch.float64)
+        with torch.no_grad():
+            kxc = self.kernel.combine(self._left, self.kernel.columns(xc))
+            mean = (self.mean + kxc.T @ self._alpha).numpy()
+            v = torch.linalg.solve_triangular(self._chol, kxc, upper=False)
+            cov = (self.kernel.covariance(self.kernel.prepare(xc, xc)) - v.T @ v).numpy()
+        values, vectors = np.linalg.eigh((cov + cov.T) / 2)
+        return mean + np.random.default_rng(seed).standard_normal((draws, len(mean))) @ (
+            vectors * np.sqrt(values.clip(0))).T
+
     def with_fantasies(self, xp: np.ndarray) -> "Posterior":
         """This posterior also conditioned on pending slot rows ``xp`` (``k x p``).
 
