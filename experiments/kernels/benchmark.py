@@ -179,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tuning-from", default=None,
                         help="with --reuse-tuning: the earlier run's --out, beside which its .via.log and "
                              ".direct.log are (default: --out)")
+    parser.add_argument("--from-runs", default=None,
+                        help="with --reuse-tuning: summarise the runs an interrupted run saved in its <out>.json "
+                             "(written after every round) instead of measuring")
     args = parser.parse_args(argv)
     load_at_start = os.getloadavg()
 
@@ -201,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.reuse_tuning:  # steps 1 and 2 done by an earlier run: their studies, logs and times
         seconds_via, seconds_direct = (logged_seconds(tuning_out.with_suffix(suffix))
                                        for suffix in (".via.log", ".direct.log"))
-        subprocess.run(["rm", "-rf", str(work / "remeasure")], check=True)
+        if not args.from_runs:
+            subprocess.run(["rm", "-rf", str(work / "remeasure")], check=True)
     else:
         if work.exists():
             subprocess.run(["rm", "-rf", str(work)], check=True)
@@ -236,16 +240,33 @@ def main(argv: list[str] | None = None) -> int:
 
     sides = {"program": program, "kernel": kernel_spec(trace_path, ranks=args.ranks),
              f"kernel --steps {args.steps}": kernel_spec(trace_path, steps=args.steps, ranks=args.ranks)}
-    runs = {(name, side): [] for name in configs for side in sides}
     measure_dir = work / "remeasure"
-    measure_dir.mkdir()
+    failed_sides: dict[str, str] = {}
+    saved = json.loads(Path(args.from_runs).read_text())["runs"] if args.from_runs else None
+    if saved is not None:  # no measuring: the saved rounds, the sides they have
+        for side in [side for side in sides if not any(key.endswith("|" + side) for key in saved)]:
+            failed_sides[side] = f"not in the saved runs ({args.from_runs})"
+            del sides[side]
+    else:
+        measure_dir.mkdir()
+    for side, spec in list(sides.items()) if saved is None else []:  # warm-up, unrecorded; a side that cannot run is left out, with why
+        try:
+            run_kernel(KernelJob(kernel=spec, values=spec.space().complete(default), ranks=args.ranks,
+                                 workdir=str(measure_dir), timeout_s=600))
+        except IoboError as exc:
+            if side == "program":
+                raise
+            failed_sides[side] = "its warm-up run failed: " + " ".join(str(exc).split())[:400]
+            del sides[side]
+            print(f"{side}: left out, {failed_sides[side]}", file=sys.stderr, flush=True)
+    runs = {(name, side): [] for name in configs for side in sides}
     rng = random.Random(args.seed)
     order = [(name, side) for name in configs for side in sides]
     print(f"{len(configs)} configurations x {len(sides)} sides x {args.rounds} rounds", file=sys.stderr, flush=True)
-    for spec in sides.values():  # warm-up, unrecorded
-        run_kernel(KernelJob(kernel=spec, values=spec.space().complete(default), ranks=args.ranks,
-                             workdir=str(measure_dir), timeout_s=600))
-    for round_ in range(args.rounds):
+    if saved is not None:
+        runs = {(name, side): saved[f"{name}|{side}"] for name in configs for side in sides}
+        args.rounds = min(len(v) for v in runs.values())
+    for round_ in range(args.rounds if saved is None else 0):
         rng.shuffle(order)
         for name, side in order:
             spec = sides[side]
@@ -268,9 +289,10 @@ def main(argv: list[str] | None = None) -> int:
     from scipy.stats import spearmanr
 
     rows, kernel_speedups, program_speedups = [], [], []
+    nothing = (float("nan"),) * 3
     for name, values in configs.items():
         p = speedup_interval(mbs(name, "program"), mbs("default", "program"))
-        k = speedup_interval(mbs(name, "kernel"), mbs("default", "kernel"))
+        k = (speedup_interval(mbs(name, "kernel"), mbs("default", "kernel")) if "kernel" in sides else nothing)
         rows.append((name, changes(values, default), p, k))
         if name != "default":
             program_speedups.append(p[0])
@@ -279,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     wall_runs = {side: [r["wall_s"] for name in configs for r in runs[name, side]] for side in sides}
     walls = {side: median_interval(wall_runs[side]) for side in sides}
     ratios = {side: speedup_interval(wall_runs["program"], wall_runs[side]) for side in sides}
-    noise = {side: log_noise_sd([mbs(name, side) for name in configs]) for side in ("program", "kernel")}
+    noise = {side: log_noise_sd([mbs(name, side) for name in configs]) for side in ("program", "kernel")
+             if side in sides}
     k_row = next(r for r in rows if r[0].startswith("K "))
     p_row = next(r for r in rows if r[0].startswith("P "))
     fidelity = p_row[2][1] <= k_row[2][0] <= p_row[2][2]
@@ -317,11 +340,13 @@ def main(argv: list[str] | None = None) -> int:
         f"  K ({kernel_how}): {k_row[1]}",
         f"  P ({program_how}): {p_row[1]}",
         *noise_lines("program", [(r[0], r[2]) for r in rows if r[0] != "default"], noise["program"], args.rounds),
-        *noise_lines("kernel", [(r[0], r[3]) for r in rows if r[0] != "default"], noise["kernel"], args.rounds),
+        *(noise_lines("kernel", [(r[0], r[3]) for r in rows if r[0] != "default"], noise["kernel"], args.rounds)
+          if "kernel" in sides else []),
         "",
         "## trial time (median wall seconds a run [95% bootstrap], all re-measured runs)",
         *[f"{side:<18} {w[0]:7.3f} [{w[1]:.3f}-{w[2]:.3f}]  program/this {ratios[side][0]:.2f}x "
           f"[{ratios[side][1]:.2f}-{ratios[side][2]:.2f}]" for side, w in walls.items()],
+        *[f"{side:<18} not measured: {why}" for side, why in failed_sides.items()],
         "",
         "## end to end (iobo tune, as a user runs it)",
         f"via the kernel (record + check + {args.trials} kernel trials + confirmation on the program): "
