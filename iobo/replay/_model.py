@@ -67,6 +67,8 @@ class Trace:
         top-level repeated block; with ``workdir``, ``{workdir}`` in paths replaced by it."""
         if not 0 <= rank < self.ranks:
             raise ConfigError(f"rank {rank} is not in the trace: it has ranks 0 to {self.ranks - 1}")
+        if steps is not None and (mismatch := self.steps_mismatch()):
+            raise ConfigError(mismatch)
         events = expand(self.events[rank], steps)
         if workdir is not None:
             for event in events:
@@ -75,6 +77,27 @@ class Trace:
                         if isinstance(event.get(key), str):
                             event[key] = event[key].replace(WORKDIR, os.fspath(workdir))
         return events
+
+    def steps_mismatch(self) -> str | None:
+        """Why replaying K of each repeated block would cut the ranks differently, or None when it would not.
+
+        Each rank's events fold on their own; when the ranks' top-level blocks differ (in number, order,
+        counts or lengths), keeping the first K repetitions of each keeps different calls on different ranks,
+        and a collective call (``H5Fcreate``, ``MPI_File_open``) made by one rank and not the others fails or
+        hangs."""
+        shapes = [[(item.count, len(item.body)) if isinstance(item, Repeat) else None for item in items]
+                  for items in self.events]
+        differing = [rank for rank, shape in enumerate(shapes) if shape != shapes[0]]
+        if not differing:
+            return None
+        def folds(rank: int) -> str:  # the first blocks, as N repetitions x items in the block
+            blocks = [f"{n}x{size}" for n, size in filter(None, shapes[rank])]
+            return " ".join(blocks[:6]) + (f" ... ({len(blocks)} in all)" if len(blocks) > 6 else "")
+
+        return (f"--steps cuts each rank's repeated blocks on their own, and this trace's ranks repeat differently "
+                f"(rank 0: {len(shapes[0])} top-level items, blocks {folds(0)}; rank {differing[0]}: "
+                f"{len(shapes[differing[0]])} items, blocks {folds(differing[0])}), so the ranks would replay "
+                f"different collective calls; replay every repetition (no --steps)")
 
     def repeats(self, rank: int) -> list[int]:
         """The counts N of rank ``rank``'s top-level repeated blocks, in order."""

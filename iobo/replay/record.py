@@ -141,6 +141,8 @@ def kernel_spec(trace_path: str | os.PathLike, steps: int | None = None, compute
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
         raise ConfigError(f"steps (the repetitions replayed of each repeated block) must be an integer >= 1; got "
                           f"{steps!r}")
+    if steps is not None and (mismatch := trace.steps_mismatch()):
+        raise ConfigError(f"{path}: {mismatch}")
     try:
         compute_factor(compute)
     except argparse.ArgumentTypeError as exc:

@@ -78,6 +78,23 @@ def test_steps_expand_k_of_n_repetitions(tmp_path):
     assert trace.expand(0)[0]["path"] == "/etc/iobo-input.dat"
 
 
+def test_steps_are_refused_where_the_ranks_fold_differently(tmp_path):
+    """K of N repetitions is cut on each rank's own blocks: when the ranks repeat differently (rank 1 writes its
+    steps' first slabs in another rhythm), --steps would replay different collective calls on each rank, so the
+    replay refuses it (and iobo tune --trace --steps, before any job: kernel_spec asks the same). Seen on CaNS:
+    rank 1 created a file rank 0 never did, and H5Fcreate failed."""
+    alike = roundtrip(tmp_path, [checkpoint_steps(rank, RANKS, 6) for rank in range(RANKS)], "alike")
+    assert alike.steps_mismatch() is None and alike.expand(1, steps=2)
+    differ = [checkpoint_steps(0, RANKS, 6), checkpoint_steps(1, RANKS, 3) + checkpoint_steps(1, RANKS, 3, slabs=4,
+                                                                                                 first=3)]
+    trace = roundtrip(tmp_path, differ, "differ")
+    assert trace.repeats(0) != trace.repeats(1)
+    with pytest.raises(ConfigError, match=r"--steps cuts each rank's repeated blocks on their own, and this trace's "
+                                          r"ranks repeat differently \(rank 0: .* rank 1: .*replay every repetition"):
+        trace.expand(0, steps=1)
+    assert trace.expand(1)  # every repetition: fine
+
+
 def test_paths_and_workdir_substitution(tmp_path):
     """Files in the directory the program wrote into become {workdir}; expand(workdir=) puts a new one there."""
     trace = roundtrip(tmp_path, [checkpoint_steps(0, 1, 2)])
