@@ -55,6 +55,10 @@ def open_storage(storage: Any, must_exist: bool = False):
                 from optuna.storages.journal import JournalFileBackend
 
                 opened = optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+            elif storage.startswith(SQLITE_SCHEME):
+                from iobo.sqlite_lock import LockingSQLiteStorage
+
+                opened = optuna.storages.get_storage(LockingSQLiteStorage(storage))
             else:
                 opened = optuna.storages.get_storage(storage)
             opened.get_all_studies()  # reads the file / reaches the server now, not in the middle of a run
