@@ -63,7 +63,9 @@ build_heat_restart() {
 # (USE_HDF5=1) against MPICH's parallel HDF5: checkpoints as one HDF5 file per field (u, v, w, p) under data/.
 # The input is its example channel flow (src/input.nml) on 64^3 for 120 steps, a checkpoint every 30 steps,
 # each kept (is_overwrite_save = F). Its MPI-IO route is not used: the shim does not see MPI-IO called from
-# Fortran.
+# Fortran. Every rank runs the template: each copies the input under its own name and renames it into place
+# (a rename is atomic), since two ranks copying into one file raced ('File exists', and the other rank then
+# waited in MPI_Init until the trial's timeout).
 build_cans() {
     local repo=CaNS-World/CaNS dir="$ROOT/cans"
     local commit; commit=$(git --git-dir="$(gitdir $repo)" rev-parse HEAD)
@@ -85,7 +87,7 @@ build_cans() {
     grep -q "nstep = 120," "$dir/input.nml" && grep -q "io_backend = 'hdf5'" "$dir/input.nml" ||
         die "CaNS input.nml changed upstream: set nstep, isave and io_backend in $dir/input.nml by hand"
     report cans "github:$repo (2decomp-fft at $d2d)" "$commit" "$dir/cans" \
-        "sh -c 'cd {workdir} && cp $dir/input.nml . && mkdir -p data && exec $dir/cans'"
+        "sh -c 'cd {workdir} && cp $dir/input.nml input.nml.\$\$ && mv -f input.nml.\$\$ input.nml && mkdir -p data && exec $dir/cans'"
 }
 
 # MACSio, LLNL's multi-physics I/O proxy application (C), HDF5 plugin against MPICH's parallel HDF5, with
