@@ -320,12 +320,10 @@ def expected_time_saving(surrogate, seed: int = 0) -> float:
     import numpy as np
     from scipy.stats import norm
 
-    rows = surrogate.candidates(seed)
-    measured = {tuple(r) for r in surrogate.measured.tolist()}
-    rows = np.array([r for r in rows.tolist() if tuple(r) not in measured])
-    if rows.size == 0:
+    unmeasured = surrogate.unmeasured_log_posterior(seed)
+    if unmeasured is None:
         return 0.0
-    m, v = surrogate.log_posterior(rows)
+    m, v = unmeasured
     s = np.sqrt(np.maximum(v, 1e-18))
     log_b = math.log(surrogate.incumbent_mb_per_s)
     saving = norm.cdf((m - log_b) / s) - np.exp(log_b - m + v / 2) * norm.cdf((m - v - log_b) / s)

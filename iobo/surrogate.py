@@ -351,6 +351,13 @@ class Surrogate:
         best = float(self.fit.mean[self.fit.best])
         return self.data.value(best) if self.data is not None else math.exp(best)
 
+    def unmeasured_log_posterior(self, seed: int = 0) -> tuple[np.ndarray, np.ndarray] | None:
+        """Posterior mean and variance of ``log(MB/s)`` at the candidates (:meth:`candidates`) not measured
+        yet, each of shape ``(n,)``; None when every candidate has been measured."""
+        measured = {tuple(r) for r in self.measured.tolist()}
+        rows = np.array([r for r in self.candidates(seed).tolist() if tuple(r) not in measured])
+        return None if rows.size == 0 else self.log_posterior(rows)
+
     def expected_gain_mb_per_s(self, seed: int = 0) -> float:
         """Largest expected improvement (MB/s) over the incumbent of one unmeasured configuration.
 
@@ -366,12 +373,10 @@ class Surrogate:
                 "use it on a study of positive bandwidths"
             )
 
-        rows = self.candidates(seed)
-        measured = {tuple(r) for r in self.measured.tolist()}
-        rows = np.array([r for r in rows.tolist() if tuple(r) not in measured])
-        if rows.size == 0:
+        unmeasured = self.unmeasured_log_posterior(seed)
+        if unmeasured is None:
             return 0.0
-        m, v = self.log_posterior(rows)
+        m, v = unmeasured
         s = np.sqrt(np.maximum(v, 1e-18))
         log_b = math.log(self.incumbent_mb_per_s)
         gain = np.exp(m + v / 2) * norm.cdf((m + v - log_b) / s) - math.exp(log_b) * norm.cdf((m - log_b) / s)
