@@ -23,7 +23,7 @@
  * It also counts, per process and per level, the calls, bytes and seconds
  * (CLOCK_MONOTONIC) inside reads and writes: HDF5 (H5Dwrite, H5Dread), MPI-IO
  * (MPI_File_write*, MPI_File_read*, MPI_File_iwrite*, ...) and POSIX (write,
- * pwrite, read, pread on regular files). The levels nest (an H5Dwrite ends in
+ * pwrite, read, pread and their vectored forms on regular files). The levels nest (an H5Dwrite ends in
  * MPI-IO calls, which end in POSIX calls): they are reported side by side,
  * never added up.
  *
@@ -53,8 +53,9 @@
  *              and transfer modes
  *   mpiio.c    MPI_File_open/close/set_view/set_info (hints), the MPI_File_
  *              reads and writes, sync, set_size, preallocate
- *   posix.c    open, creat, close, read, write, pread, pwrite, fsync,
- *              fdatasync on regular files
+ *   posix.c    open, creat, close, read, write, pread, pwrite, readv, writev,
+ *              preadv, pwritev (and their 64, 2 and 64v2 forms), fsync, fdatasync
+ *              on regular files
  *
  * The library exports the wrapped functions only. Whatever the files share
  * is declared below between `#pragma GCC visibility push(hidden)` and `pop`,

@@ -5,6 +5,8 @@
  */
 #include "common.h"
 
+#include <sys/uio.h>
+
 /* ------------------------------------------------------------------------ */
 /* POSIX reads and writes on regular files: accounting                       */
 
@@ -136,6 +138,16 @@ typedef ssize_t (*pwrite_fn)(int, const void *, size_t, off_t);
 typedef ssize_t (*pread_fn)(int, void *, size_t, off_t);
 typedef ssize_t (*pwrite64_fn)(int, const void *, size_t, off64_t);
 typedef ssize_t (*pread64_fn)(int, void *, size_t, off64_t);
+typedef ssize_t (*writev_fn)(int, const struct iovec *, int);
+typedef ssize_t (*readv_fn)(int, const struct iovec *, int);
+typedef ssize_t (*pwritev_fn)(int, const struct iovec *, int, off_t);
+typedef ssize_t (*preadv_fn)(int, const struct iovec *, int, off_t);
+typedef ssize_t (*pwritev64_fn)(int, const struct iovec *, int, off64_t);
+typedef ssize_t (*preadv64_fn)(int, const struct iovec *, int, off64_t);
+typedef ssize_t (*pwritev2_fn)(int, const struct iovec *, int, off_t, int);
+typedef ssize_t (*preadv2_fn)(int, const struct iovec *, int, off_t, int);
+typedef ssize_t (*pwritev64v2_fn)(int, const struct iovec *, int, off64_t, int);
+typedef ssize_t (*preadv64v2_fn)(int, const struct iovec *, int, off64_t, int);
 typedef int (*open_fn)(const char *, int, ...);
 typedef int (*open64_fn)(const char *, int, ...);
 typedef int (*openat_fn)(int, const char *, int, ...);
@@ -150,6 +162,16 @@ static pwrite_fn real_pwrite;
 static pread_fn real_pread;
 static pwrite64_fn real_pwrite64;
 static pread64_fn real_pread64;
+static writev_fn real_writev;
+static readv_fn real_readv;
+static pwritev_fn real_pwritev;
+static preadv_fn real_preadv;
+static pwritev64_fn real_pwritev64;
+static preadv64_fn real_preadv64;
+static pwritev2_fn real_pwritev2;
+static preadv2_fn real_preadv2;
+static pwritev64v2_fn real_pwritev64v2;
+static preadv64v2_fn real_preadv64v2;
 static open_fn real_open;
 static open64_fn real_open64;
 static openat_fn real_openat;
@@ -163,7 +185,8 @@ static close_fn real_close;
 /* A call on a descriptor: `bytes` moved (-1: none, a sync or a close) of the
  * `count` asked for (written as "count" when they differ: a read at the
  * file's end, which a replay repeats as asked). */
-static void trace_fd(const char *op, uint64_t phase, int fd, int64_t offset, int64_t bytes, int64_t count, bool ok)
+static void trace_fd(const char *op, uint64_t phase, int fd, int64_t offset, int64_t bytes, int64_t count,
+                     int segments, bool ok)
 {
     struct json *j = trace_start(op, phase);
     if (!j)
@@ -175,13 +198,17 @@ static void trace_fd(const char *op, uint64_t phase, int fd, int64_t offset, int
         j_i64(j, "bytes", bytes);
     if (bytes >= 0 && count >= 0 && count != bytes)
         j_i64(j, "count", count);
+    if (segments >= 0)
+        j_i64(j, "segments", segments);
     trace_done(j, phase, ok);
 }
 
 /* The call `expr` (returning bytes moved or -1) of `count` bytes, counted for
  * a regular file; `offset`: where it starts (-1: at the file position, read
- * before the call when tracing). */
-#define POSIX_TRANSFER(op, direction, fd, offset, count, expr)           \
+ * before the call when tracing); `segments`: a vectored call's buffers (-1:
+ * not vectored). A vectored call counts as one request of its total bytes,
+ * as the kernel sees one system call. */
+#define POSIX_TRANSFER(op, direction, fd, offset, count, segments, expr) \
     do {                                                                 \
         if (quiet || !counted_fd(fd))                                    \
             return expr;                                                 \
@@ -200,44 +227,131 @@ static void trace_fd(const char *op, uint64_t phase, int fd, int64_t offset, int
         }                                                                \
         if (phase)                                                       \
             trace_fd(op, phase, fd, at, moved, (int64_t)(count),         \
-                     moved >= 0);                                        \
+                     (segments), moved >= 0);                            \
         return moved;                                                    \
     } while (0)
 
 ssize_t write(int fd, const void *buf, size_t count)
 {
     write_fn real = REAL(write);
-    POSIX_TRANSFER("write", WRITE, fd, -1, count, real(fd, buf, count));
+    POSIX_TRANSFER("write", WRITE, fd, -1, count, -1, real(fd, buf, count));
 }
 
 ssize_t read(int fd, void *buf, size_t count)
 {
     read_fn real = REAL(read);
-    POSIX_TRANSFER("read", READ, fd, -1, count, real(fd, buf, count));
+    POSIX_TRANSFER("read", READ, fd, -1, count, -1, real(fd, buf, count));
 }
 
 ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset)
 {
     pwrite_fn real = REAL(pwrite);
-    POSIX_TRANSFER("pwrite", WRITE, fd, (int64_t)offset, count, real(fd, buf, count, offset));
+    POSIX_TRANSFER("pwrite", WRITE, fd, (int64_t)offset, count, -1, real(fd, buf, count, offset));
 }
 
 ssize_t pread(int fd, void *buf, size_t count, off_t offset)
 {
     pread_fn real = REAL(pread);
-    POSIX_TRANSFER("pread", READ, fd, (int64_t)offset, count, real(fd, buf, count, offset));
+    POSIX_TRANSFER("pread", READ, fd, (int64_t)offset, count, -1, real(fd, buf, count, offset));
 }
 
 ssize_t pwrite64(int fd, const void *buf, size_t count, off64_t offset)
 {
     pwrite64_fn real = REAL(pwrite64);
-    POSIX_TRANSFER("pwrite", WRITE, fd, (int64_t)offset, count, real(fd, buf, count, offset));
+    POSIX_TRANSFER("pwrite", WRITE, fd, (int64_t)offset, count, -1, real(fd, buf, count, offset));
 }
 
 ssize_t pread64(int fd, void *buf, size_t count, off64_t offset)
 {
     pread64_fn real = REAL(pread64);
-    POSIX_TRANSFER("pread", READ, fd, (int64_t)offset, count, real(fd, buf, count, offset));
+    POSIX_TRANSFER("pread", READ, fd, (int64_t)offset, count, -1, real(fd, buf, count, offset));
+}
+
+/* Vectored reads and writes: one request of the buffers' total bytes, traced
+ * with the number of buffers (a replay splits the bytes as many ways). An
+ * offset of -1 (pwritev2, preadv2) means the file position, as for writev. */
+static size_t iov_bytes(const struct iovec *iov, int n)
+{
+    size_t total = 0;
+    for (int i = 0; iov && i < n; i++)
+        total += iov[i].iov_len;
+    return total;
+}
+
+ssize_t writev(int fd, const struct iovec *iov, int n)
+{
+    writev_fn real = REAL(writev);
+    size_t count = iov_bytes(iov, n);
+    POSIX_TRANSFER("writev", WRITE, fd, -1, count, n, real(fd, iov, n));
+}
+
+ssize_t readv(int fd, const struct iovec *iov, int n)
+{
+    readv_fn real = REAL(readv);
+    size_t count = iov_bytes(iov, n);
+    POSIX_TRANSFER("readv", READ, fd, -1, count, n, real(fd, iov, n));
+}
+
+ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t offset)
+{
+    pwritev_fn real = REAL(pwritev);
+    size_t count = iov_bytes(iov, n);
+    POSIX_TRANSFER("pwritev", WRITE, fd, (int64_t)offset, count, n, real(fd, iov, n, offset));
+}
+
+ssize_t preadv(int fd, const struct iovec *iov, int n, off_t offset)
+{
+    preadv_fn real = REAL(preadv);
+    size_t count = iov_bytes(iov, n);
+    POSIX_TRANSFER("preadv", READ, fd, (int64_t)offset, count, n, real(fd, iov, n, offset));
+}
+
+ssize_t pwritev64(int fd, const struct iovec *iov, int n, off64_t offset)
+{
+    pwritev64_fn real = REAL(pwritev64);
+    size_t count = iov_bytes(iov, n);
+    POSIX_TRANSFER("pwritev", WRITE, fd, (int64_t)offset, count, n, real(fd, iov, n, offset));
+}
+
+ssize_t preadv64(int fd, const struct iovec *iov, int n, off64_t offset)
+{
+    preadv64_fn real = REAL(preadv64);
+    size_t count = iov_bytes(iov, n);
+    POSIX_TRANSFER("preadv", READ, fd, (int64_t)offset, count, n, real(fd, iov, n, offset));
+}
+
+ssize_t pwritev2(int fd, const struct iovec *iov, int n, off_t offset, int flags)
+{
+    pwritev2_fn real = REAL(pwritev2);
+    size_t count = iov_bytes(iov, n);
+    POSIX_TRANSFER(offset == -1 ? "writev" : "pwritev", WRITE, fd, (int64_t)offset, count, n,
+                   real(fd, iov, n, offset, flags));
+}
+
+ssize_t preadv2(int fd, const struct iovec *iov, int n, off_t offset, int flags)
+{
+    preadv2_fn real = REAL(preadv2);
+    size_t count = iov_bytes(iov, n);
+    POSIX_TRANSFER(offset == -1 ? "readv" : "preadv", READ, fd, (int64_t)offset, count, n,
+                   real(fd, iov, n, offset, flags));
+}
+
+/* What glibc's headers turn pwritev2 and preadv2 into with 64-bit offsets
+ * (_FILE_OFFSET_BITS=64: Python's os.pwritev and os.preadv call these). */
+ssize_t pwritev64v2(int fd, const struct iovec *iov, int n, off64_t offset, int flags)
+{
+    pwritev64v2_fn real = REAL(pwritev64v2);
+    size_t count = iov_bytes(iov, n);
+    POSIX_TRANSFER(offset == -1 ? "writev" : "pwritev", WRITE, fd, (int64_t)offset, count, n,
+                   real(fd, iov, n, offset, flags));
+}
+
+ssize_t preadv64v2(int fd, const struct iovec *iov, int n, off64_t offset, int flags)
+{
+    preadv64v2_fn real = REAL(preadv64v2);
+    size_t count = iov_bytes(iov, n);
+    POSIX_TRANSFER(offset == -1 ? "readv" : "preadv", READ, fd, (int64_t)offset, count, n,
+                   real(fd, iov, n, offset, flags));
 }
 
 /* The mode argument open() takes only when it creates a file. */
@@ -374,7 +488,7 @@ int close(int fd)
         phase_depth--;
         posix_phase(fd, phase);
         if (phase)
-            trace_fd("close", phase, fd, -1, -1, -1, status == 0);
+            trace_fd("close", phase, fd, -1, -1, -1, -1, status == 0);
     }
     if (fd >= 0 && fd < FD_KINDS) {
         __atomic_store_n(&fd_kinds[fd], FD_UNKNOWN, __ATOMIC_RELAXED);
@@ -399,7 +513,7 @@ static fdatasync_fn real_fdatasync;
         phase_depth--;                                        \
         posix_phase(fd, phase);                               \
         if (phase)                                            \
-            trace_fd(op, phase, fd, -1, -1, -1, status == 0); \
+            trace_fd(op, phase, fd, -1, -1, -1, -1, status == 0); \
         return status;                                        \
     } while (0)
 

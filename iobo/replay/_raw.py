@@ -15,7 +15,6 @@ from iobo.replay._model import GAP_FLOOR_S, WORKDIR, Trace, opens_for_writing
 RAW_FORMAT = "iobo-trace"
 RAW_VERSION = 1
 NEVER_RECORDED = (
-    "writev and readv are not recorded (the shim does not wrap them)",
     "stdio (fwrite, fread, fprintf to files) is not recorded",
     "memory-mapped I/O (mmap) is not recorded",
     "POSIX asynchronous I/O (aio_*) is not recorded",

@@ -24,8 +24,10 @@ measures them exactly as on the program:
   block of its size per extent, said in the output), every write and read form
   by name (non-blocking ones waited for at once), sync, set_size,
   preallocate, close.
-- POSIX through ``os``: open, write, pwrite, read, pread, fsync, fdatasync,
-  ftruncate, close (``write`` and ``read`` at the recorded file position: ``lseek`` is
+- POSIX through ``os``: open, write, pwrite, read, pread, their vectored forms
+  (writev, pwritev, readv, preadv: the recorded bytes split evenly over the
+  recorded number of buffers), fsync, fdatasync, ftruncate, close (``write``,
+  ``writev``, ``read`` and ``readv`` at the recorded file position: ``lseek`` is
   not traced, so the replay seeks there first).
 
 Data is a fixed byte pattern, one buffer per size. Paths with ``{workdir}``
@@ -556,6 +558,26 @@ class Replayer:
 
     def _pread(self, event):
         os.pread(self.objects["fd"][event["fd"]], event.get("count", event["bytes"]), event["offset"])
+
+    def _segments(self, event, size: int, writing: bool) -> list:
+        """A vectored call's buffers: ``size`` bytes split evenly over the recorded ``segments`` (at least 1)."""
+        count = max(int(event.get("segments") or 1), 1)
+        sizes = [size // count + (1 if i < size % count else 0) for i in range(count)]
+        return [self.buffer(n)[:n] if writing else bytearray(n) for n in sizes]
+
+    def _writev(self, event):
+        os.writev(self._position(event), self._segments(event, event["bytes"], writing=True))
+
+    def _pwritev(self, event):
+        os.pwritev(self.objects["fd"][event["fd"]], self._segments(event, event["bytes"], writing=True),
+                   event["offset"])
+
+    def _readv(self, event):
+        os.readv(self._position(event), self._segments(event, event.get("count", event["bytes"]), writing=False))
+
+    def _preadv(self, event):
+        os.preadv(self.objects["fd"][event["fd"]], self._segments(event, event.get("count", event["bytes"]),
+                                                                  writing=False), event["offset"])
 
     def _fsync(self, event):
         os.fsync(self.objects["fd"][event["fd"]])

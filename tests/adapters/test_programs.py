@@ -220,6 +220,24 @@ def test_posix_program_counted_and_unused_settings_warned(library, programs, scr
     ]
 
 
+def test_vectored_posix_calls_are_counted_as_requests_of_their_total_bytes(library, programs, scratch):
+    """writev, pwritev, pwritev2, readv and preadv (vectored.c): each call one request of its buffers' total bytes
+    at the POSIX level, the bytes those of the files; before they were wrapped, none of them counted."""
+    target = scratch / "v"
+    result = run(programs["vectored"], target, {}, scratch)
+    report = result.report
+
+    per_rank = 8 * 64 * KiB + 2 * 4 * KiB  # 8 writev records, then pwritev and pwritev2 of 4 KiB each
+    assert [os.path.getsize(f"{target}.{rank}") for rank in range(RANKS)] == [per_rank] * RANKS
+    assert report["level"] == "posix"
+    assert report["bytes_written"] == result.printed["bytes_written"] == RANKS * per_rank
+    assert report["bytes_read"] == result.printed["bytes_read"] == RANKS * (8 * 64 * KiB + 4 * KiB)
+    posix = report["levels"]["posix"]
+    assert posix["write"]["histogram"] == {64 * KiB: 8 * RANKS, 4 * KiB: 2 * RANKS}
+    assert posix["read"]["histogram"] == {64 * KiB: 8 * RANKS, 4 * KiB: RANKS}
+    assert (posix["write"]["calls"], posix["read"]["calls"]) == (10 * RANKS, 9 * RANKS)
+
+
 def test_read_report_without_files_names_the_fix(tmp_path):
     with pytest.raises(ConfigError, match=r"no shim report .*/run\.<rank>\.json: run the program with LD_PRELOAD="):
         adapters.read_report(tmp_path / "run")

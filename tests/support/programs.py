@@ -62,6 +62,7 @@ def programs(tmp_path_factory):
         "hdf5_16": _hdf5_command(SOURCES / "hdf5_16.c", out / "hdf5_16", False, "-DH5_USE_16_API", *warnings),
         "mpiio": ["mpicc.mpich", *warnings, "-o", str(out / "mpiio"), str(SOURCES / "mpiio.c")],
         "posix": ["mpicc.mpich", *warnings, "-o", str(out / "posix"), str(SOURCES / "posix.c")],
+        "vectored": ["mpicc.mpich", *warnings, "-o", str(out / "vectored"), str(SOURCES / "vectored.c")],
     }
     for name, command in builds.items():  # in `out`: h5pcc leaves its object files in the working directory
         build = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=out)
