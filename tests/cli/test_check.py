@@ -47,6 +47,10 @@ def test_check_compares_the_kernel_with_its_program_and_stores_a_pass(trace, cap
     assert [c["name"] for c in stored["configurations"]] == ["default", "chunked 1 MiB", "collective buffering 4 MiB"]
     assert stored["configurations"][0]["kernel_speedup"] == stored["configurations"][0]["program_speedup"] == 1.0
     assert all(len(stored["runs"][name][side]) == 1 for name in stored["runs"] for side in ("kernel", "program"))
+    # one run of each configuration on each side: the signature's default runs are the default's measurements
+    runs = [line.split(":")[1].strip() for line in err.splitlines() if line.startswith("iobo check: ")]
+    assert sorted(runs) == sorted(f"{side} {name}" for side in ("kernel", "program")
+                                  for name in ("default", "chunked 1 MiB (1/1)", "collective buffering 4 MiB (1/1)")), err
     assert unchecked_reason(trace) is None
 
 
