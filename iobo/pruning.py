@@ -33,6 +33,7 @@ kernel's repeats add steps.
 
 from __future__ import annotations
 
+import socket
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -96,6 +97,10 @@ def make_pruner(name: str):
     return PRUNERS[name]()
 
 
+REPORTED_FROM_ATTR = "steps_reported_from"
+"""Trial attr: the host whose worker reported the trial's steps (set at the first step, pruned trials too)."""
+
+
 @dataclass
 class StepReporter:
     """Reports a running trial's step bandwidths (MB/s) to its study; picklable, opens the study lazily.
@@ -135,6 +140,7 @@ class StepReporter:
             study = optuna.load_study(study_name=self.study, storage=open_storage(self.storage),
                                       pruner=make_pruner(self.pruner))
             self._trial = optuna.Trial(study, self.trial_id)
+            self._trial.set_user_attr(REPORTED_FROM_ATTR, socket.gethostname())
         self._trial.report(float(event["mb_per_s"]), self._steps)
         self._steps += 1
         return self.prune and self._trial.should_prune()
