@@ -278,81 +278,37 @@ static size_t iov_bytes(const struct iovec *iov, int n)
     return total;
 }
 
-ssize_t writev(int fd, const struct iovec *iov, int n)
-{
-    writev_fn real = REAL(writev);
-    size_t count = iov_bytes(iov, n);
-    POSIX_TRANSFER("writev", WRITE, fd, -1, count, n, real(fd, iov, n));
-}
+/* One wrapper per symbol: `name` with `params`, traced as `op` at `offset`,
+ * calling the real function with `args`. The 2 forms take offset -1 for the
+ * file position (then traced as writev/readv); the 64v2 forms are what
+ * glibc's headers make of pwritev2 and preadv2 with 64-bit offsets (Python's
+ * os.pwritev and os.preadv call them). */
+#define VECTORED(name, params, op, direction, offset, args)                                     \
+    ssize_t name params                                                                         \
+    {                                                                                           \
+        name##_fn real = REAL(name);                                                            \
+        size_t count = iov_bytes(iov, n);                                                       \
+        POSIX_TRANSFER(op, direction, fd, (int64_t)(offset), count, n, real args);               \
+    }
 
-ssize_t readv(int fd, const struct iovec *iov, int n)
-{
-    readv_fn real = REAL(readv);
-    size_t count = iov_bytes(iov, n);
-    POSIX_TRANSFER("readv", READ, fd, -1, count, n, real(fd, iov, n));
-}
-
-ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t offset)
-{
-    pwritev_fn real = REAL(pwritev);
-    size_t count = iov_bytes(iov, n);
-    POSIX_TRANSFER("pwritev", WRITE, fd, (int64_t)offset, count, n, real(fd, iov, n, offset));
-}
-
-ssize_t preadv(int fd, const struct iovec *iov, int n, off_t offset)
-{
-    preadv_fn real = REAL(preadv);
-    size_t count = iov_bytes(iov, n);
-    POSIX_TRANSFER("preadv", READ, fd, (int64_t)offset, count, n, real(fd, iov, n, offset));
-}
-
-ssize_t pwritev64(int fd, const struct iovec *iov, int n, off64_t offset)
-{
-    pwritev64_fn real = REAL(pwritev64);
-    size_t count = iov_bytes(iov, n);
-    POSIX_TRANSFER("pwritev", WRITE, fd, (int64_t)offset, count, n, real(fd, iov, n, offset));
-}
-
-ssize_t preadv64(int fd, const struct iovec *iov, int n, off64_t offset)
-{
-    preadv64_fn real = REAL(preadv64);
-    size_t count = iov_bytes(iov, n);
-    POSIX_TRANSFER("preadv", READ, fd, (int64_t)offset, count, n, real(fd, iov, n, offset));
-}
-
-ssize_t pwritev2(int fd, const struct iovec *iov, int n, off_t offset, int flags)
-{
-    pwritev2_fn real = REAL(pwritev2);
-    size_t count = iov_bytes(iov, n);
-    POSIX_TRANSFER(offset == -1 ? "writev" : "pwritev", WRITE, fd, (int64_t)offset, count, n,
-                   real(fd, iov, n, offset, flags));
-}
-
-ssize_t preadv2(int fd, const struct iovec *iov, int n, off_t offset, int flags)
-{
-    preadv2_fn real = REAL(preadv2);
-    size_t count = iov_bytes(iov, n);
-    POSIX_TRANSFER(offset == -1 ? "readv" : "preadv", READ, fd, (int64_t)offset, count, n,
-                   real(fd, iov, n, offset, flags));
-}
-
-/* What glibc's headers turn pwritev2 and preadv2 into with 64-bit offsets
- * (_FILE_OFFSET_BITS=64: Python's os.pwritev and os.preadv call these). */
-ssize_t pwritev64v2(int fd, const struct iovec *iov, int n, off64_t offset, int flags)
-{
-    pwritev64v2_fn real = REAL(pwritev64v2);
-    size_t count = iov_bytes(iov, n);
-    POSIX_TRANSFER(offset == -1 ? "writev" : "pwritev", WRITE, fd, (int64_t)offset, count, n,
-                   real(fd, iov, n, offset, flags));
-}
-
-ssize_t preadv64v2(int fd, const struct iovec *iov, int n, off64_t offset, int flags)
-{
-    preadv64v2_fn real = REAL(preadv64v2);
-    size_t count = iov_bytes(iov, n);
-    POSIX_TRANSFER(offset == -1 ? "readv" : "preadv", READ, fd, (int64_t)offset, count, n,
-                   real(fd, iov, n, offset, flags));
-}
+VECTORED(writev, (int fd, const struct iovec *iov, int n), "writev", WRITE, -1, (fd, iov, n))
+VECTORED(readv, (int fd, const struct iovec *iov, int n), "readv", READ, -1, (fd, iov, n))
+VECTORED(pwritev, (int fd, const struct iovec *iov, int n, off_t offset),
+         "pwritev", WRITE, offset, (fd, iov, n, offset))
+VECTORED(preadv, (int fd, const struct iovec *iov, int n, off_t offset),
+         "preadv", READ, offset, (fd, iov, n, offset))
+VECTORED(pwritev64, (int fd, const struct iovec *iov, int n, off64_t offset),
+         "pwritev", WRITE, offset, (fd, iov, n, offset))
+VECTORED(preadv64, (int fd, const struct iovec *iov, int n, off64_t offset),
+         "preadv", READ, offset, (fd, iov, n, offset))
+VECTORED(pwritev2, (int fd, const struct iovec *iov, int n, off_t offset, int flags),
+         offset == -1 ? "writev" : "pwritev", WRITE, offset, (fd, iov, n, offset, flags))
+VECTORED(preadv2, (int fd, const struct iovec *iov, int n, off_t offset, int flags),
+         offset == -1 ? "readv" : "preadv", READ, offset, (fd, iov, n, offset, flags))
+VECTORED(pwritev64v2, (int fd, const struct iovec *iov, int n, off64_t offset, int flags),
+         offset == -1 ? "writev" : "pwritev", WRITE, offset, (fd, iov, n, offset, flags))
+VECTORED(preadv64v2, (int fd, const struct iovec *iov, int n, off64_t offset, int flags),
+         offset == -1 ? "readv" : "preadv", READ, offset, (fd, iov, n, offset, flags))
 
 /* The mode argument open() takes only when it creates a file. */
 static bool needs_mode(int flags)
