@@ -218,10 +218,16 @@ def main(argv: list[str] | None = None) -> int:
     via_log, direct_log = (tuning_out.with_suffix(suffix) for suffix in (".via.log", ".direct.log"))
     via_text = via_log.read_text()
     direct_text = direct_log.read_text() if direct_log.exists() else ""
-    confirmed = {side: next((line for line in text.splitlines() if line.startswith(("speedup on the program",
-                                                                                        "confirmed:", "speedup:"))),
-                            "(no confirmation line)" if text else "(no log: the tuning was not run to its end)")
-                 for side, text in (("via kernel", via_text), ("direct", direct_text))}
+    def confirmed_line(text: str) -> str:
+        """The log's verdict: --via-kernel's confirmation on the program first (its kernel report's 'speedup:'
+        line comes before it), else the confirmation or the report's speedup line."""
+        for prefix in ("speedup on the program", "confirmed:", "speedup:"):
+            found = next((line for line in text.splitlines() if line.startswith(prefix)), None)
+            if found:
+                return found
+        return "(no confirmation line)" if text else "(no log: the tuning was not run to its end)"
+
+    confirmed = {side: confirmed_line(text) for side, text in (("via kernel", via_text), ("direct", direct_text))}
 
     kernel_values, kernel_how = recommendation(args.storage, f"{via_study}-kernel")
     program_values, program_how = recommendation(args.storage, direct_study)

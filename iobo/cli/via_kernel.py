@@ -10,7 +10,8 @@ item 4).
 4. re-measure the kernel's recommendation on the program against the system default, interleaved, at least
    ``INTERVAL_MIN_RUNS`` pairs (``--confirm N``), as trials of the program's study (``--study``, default
    ``<program>-<R>ranks``, same storage), and print the speedup with its 95% interval;
-5. print the time each step took against the program's wall time per run x ``--trials`` (tuning it directly).
+5. print the time each step took against tuning the program directly: the kernel study's runs (search and
+   walk-back) at the program's wall time per run, plus the same confirmation.
 
 When the recording fails, the kernel cannot be made, it fails its check or every kernel trial fails, it says
 why in one line and returns None: ``iobo tune`` then tunes the program itself as ``--command`` does (never worse
@@ -68,9 +69,11 @@ def tune_via_kernel(args, program, make_tuner) -> int | None:
         seconds["confirmation on the program"] = time.monotonic() - started
     spent = sum(seconds.values())
     steps = ", ".join(f"{name} {value:.3g} s" for name, value in seconds.items())
-    direct = program_wall_s * args.trials
-    print(f"time: {steps}; {spent:.3g} s in all, against about {direct:.3g} s to tune the program directly (its "
-          f"{program_wall_s:.3g} s a run x {args.trials} trials): {direct / spent:.2g}x")
+    runs = sum(1 for t in kernel_study.get_trials(deepcopy=False) if t.state.is_finished())
+    direct = program_wall_s * runs + seconds.get("confirmation on the program", 0.0)
+    print(f"time: {steps}; {spent:.3g} s in all, against about {direct:.3g} s to tune the program directly (the "
+          f"kernel study's {runs} runs, search and walk-back, at the program's {program_wall_s:.3g} s a run, and "
+          f"the same confirmation): {direct / spent:.2g}x")
     return 0
 
 
