@@ -55,4 +55,17 @@ static inline uint64_t total(uint64_t mine)
     return sum;
 }
 
+/* Rank 0 prints the bytes written and read, summed over ranks, as one JSON line (every rank must call it). */
+static inline void print_bytes_moved(uint64_t written, uint64_t read_bytes)
+{
+    uint64_t all_written = total(written), all_read = total(read_bytes);
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) {
+        printf("{\"bytes_written\":%llu,\"bytes_read\":%llu}\n", (unsigned long long)all_written,
+               (unsigned long long)all_read);
+        fflush(stdout);
+    }
+}
+
 #endif

@@ -47,12 +47,7 @@ int main(int argc, char **argv)
     read_bytes += SMALL;
     CHECK(close(fd) == 0, "close");
 
-    uint64_t all_written = total(written), all_read = total(read_bytes);
-    if (rank == 0) {
-        printf("{\"bytes_written\":%llu,\"bytes_read\":%llu}\n", (unsigned long long)all_written,
-               (unsigned long long)all_read);
-        fflush(stdout);
-    }
+    print_bytes_moved(written, read_bytes);
     MPI_Finalize();
     return 0;
 }
