@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import optuna
 import pytest
@@ -13,7 +12,7 @@ from optuna.trial import TrialState
 
 from experiments.harness.faults import write_launcher
 from iobo.trials import LOST_ATTR, ROLE_DEFAULT
-from support.processes import assert_gone
+from support.processes import assert_gone, wait_for_hung_ranks
 from support.sizes import SMALL_VPIC
 
 
@@ -28,15 +27,11 @@ def kill_during_a_run(recorder, argv, timeout_s=120) -> None:
     """Start the tuner, wait for its run's 2 ranks (they sleep: a hang launcher), kill -9 it, wait for its
     processes to go (its watchdog ends the run)."""
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = recorder.sample()
-        if sum(c.startswith(sys.executable) and "time.sleep(86400)" in c for _, c in found.values()) == 2:
-            break
-        time.sleep(0.2)
-    else:
+    try:
+        found = wait_for_hung_ranks(recorder, timeout_s=timeout_s, poll_s=0.2)
+    except AssertionError:
         proc.kill()
-        raise AssertionError(f"the run's ranks did not start within {timeout_s} s")
+        raise
     found.pop(proc.pid, None)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()

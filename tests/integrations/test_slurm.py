@@ -14,6 +14,7 @@ from optuna.trial import TrialState
 from experiments.harness.faults import write_launcher
 from iobo.storage import open_storage
 
+from support.processes import HUNG_RANK, wait_for_hung_ranks
 from support.sizes import SMALL_VPIC
 
 ROOT = Path(__file__).parents[2]
@@ -87,16 +88,6 @@ def tune(storage, scratch, config, launcher, trials=4):
             "--option", f"particles={SMALL_VPIC['particles']}", "--option", f"steps={SMALL_VPIC['steps']}"]
 
 
-def wait_for_hung_ranks(recorder, timeout_s=180) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = recorder.sample()
-        if sum(c.startswith(sys.executable) and "time.sleep(86400)" in c for _, c in found.values()) == 2:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"the hung trial's 2 ranks did not start under Slurm within {timeout_s} s")
-
-
 def running_jobs(slurm) -> list[str]:
     return [job for job, state in slurm.squeue() if state == "RUNNING"]
 
@@ -121,7 +112,7 @@ def test_a_cancelled_job_fails_its_trial_and_the_study_goes_on(slurm, storage, s
         subprocess.run(["scancel", job], env=slurm.env(), check=True)
         cancelled.append(job)
         deadline = time.monotonic() + 60  # its ranks gone before the next trial's are looked for
-        while any("time.sleep(86400)" in c for _, c in no_leftover_processes.sample().values()):
+        while any(HUNG_RANK in c for _, c in no_leftover_processes.sample().values()):
             assert time.monotonic() < deadline, f"the ranks of cancelled job {job} outlived it by 60 s"
             time.sleep(0.2)
     finish(proc)

@@ -14,6 +14,7 @@ process started meanwhile inherits, and records the marked processes.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 import uuid
@@ -111,3 +112,20 @@ class ProcessRecorder:
             os.environ.pop(MARK_VARIABLE, None)
         else:
             os.environ[MARK_VARIABLE] = self._previous
+
+
+HUNG_RANK = "time.sleep(86400)"
+"""What a rank of experiments.harness.faults' ``hang`` launcher runs: its command line holds this."""
+
+
+def wait_for_hung_ranks(recorder: "ProcessRecorder", ranks: int = 2, timeout_s: float = 180.0,
+                        poll_s: float = 0.5) -> dict[int, tuple[float, str]]:
+    """Wait until ``ranks`` Python ranks of the ``hang`` launcher run among ``recorder``'s processes; its last
+    sample. Raises AssertionError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = recorder.sample()
+        if sum(c.startswith(sys.executable) and HUNG_RANK in c for _, c in found.values()) == ranks:
+            return found
+        time.sleep(poll_s)
+    raise AssertionError(f"the hung run's {ranks} ranks did not start within {timeout_s} s")
