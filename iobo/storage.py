@@ -1,7 +1,8 @@
 """Where a study lives: an Optuna storage from a URL.
 
-- ``sqlite:///path/iobo.db``: the embedded default, for one tuner process on
-  one node (SQLite locks the whole file; over NFS or Lustre it is unreliable).
+- ``sqlite:///path/iobo.db``: the embedded default, for tuner processes on
+  one node (every transaction takes the file's lock when it begins:
+  :mod:`iobo.sqlite_lock`; over NFS or Lustre SQLite locking is unreliable).
 - ``postgresql://user@host:port/db`` (or ``mysql://...``): many tuners or
   workers on many nodes writing one study; needs the database driver
   (``psycopg2``, a dependency of iobo).
