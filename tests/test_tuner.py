@@ -354,8 +354,9 @@ def test_kill_9_of_the_tuner_leaves_no_process_and_the_resume_cleans_up(storage,
 
 def test_confirm_runs_the_pairs_planned_from_the_default_runs_noise_and_the_walk_backs_gain(storage, scratch):
     """Real runs: the walk-back measured only 1.05x (a minimal configuration set by hand), the default runs'
-    noise is several percent, so 2 pairs cannot resolve it and the confirmation runs its ceiling, 4 x 2. A
-    planned confirmation runs INTERVAL_MIN_RUNS (5) pairs at least whatever was asked: fewer give no interval."""
+    noise (2-8% here, by the machine's load) plans the pairs run, between the minimum and the ceiling, 4 x 2; an
+    expected gain of 0.1% cannot be resolved within the ceiling and plans the ceiling. A planned confirmation
+    runs INTERVAL_MIN_RUNS (5) pairs at least whatever was asked: fewer give no interval."""
     tuner = Tuner(kernel="vpic", ranks=2, trials=4, storage=storage, study="plan", workdir=str(scratch),
                   kernel_options=SMALL_VPIC, sampler=tpe(), echo=None, warmup=False)
     study = tuner.run()
@@ -369,17 +370,19 @@ def test_confirm_runs_the_pairs_planned_from_the_default_runs_noise_and_the_walk
     assert plan["expected_speedup"] == pytest.approx(1.05) and plan["default_runs"] == len(defaults)
     assert plan["noise_sd_log"] == pytest.approx(statistics.stdev(math.log(v) for v in defaults))
     at_least = max(2, INTERVAL_MIN_RUNS)  # the 5-pair minimum of a planned confirmation, not the 2 asked for
-    assert plan["pairs"] == planned_pairs(plan["noise_sd_log"], 1.05, at_least, CONFIRM_AT_MOST * 2) == 8
+    pairs = planned_pairs(plan["noise_sd_log"], 1.05, at_least, CONFIRM_AT_MOST * 2)
+    assert plan["pairs"] == pairs and at_least <= pairs <= CONFIRM_AT_MOST * 2 == 8
+    assert confirm_plan(study, 1.001, 2)["pairs"] == CONFIRM_AT_MOST * 2  # the ceiling, not more
     assert f"at least {INTERVAL_MIN_RUNS}, at most {CONFIRM_AT_MOST * 2}" in plan["why"]
     # a huge expected gain plans fewer pairs than the minimum (whatever the noise of a loaded machine: 0.70 in
     # log MB/s seen here plans 1): the minimum it is, 5, not the 2 asked for
     assert planned_pairs(plan["noise_sd_log"], 1000.0, 1, 100) < INTERVAL_MIN_RUNS
     assert confirm_plan(study, 1000.0, 2)["pairs"] == INTERVAL_MIN_RUNS == 5
     roles = [t.user_attrs["role"] for t in study.get_trials() if t.state == TrialState.COMPLETE]
-    assert roles.count(ROLE_CONFIRM_DEFAULT) == roles.count(ROLE_CONFIRM_BEST) == 8
+    assert roles.count(ROLE_CONFIRM_DEFAULT) == roles.count(ROLE_CONFIRM_BEST) == pairs
     assert "planned: 1.05x measured by the walk-back" in plan["why"]
     report = build_report(study)
-    assert f"confirmation:            8 interleaved pairs ({plan['why']})" in report.text()
+    assert f"confirmation:            {pairs} interleaved pairs ({plan['why']})" in report.text()
     assert report.to_dict()["confirm_plan"] == plan
 
 
