@@ -50,7 +50,11 @@ class TunerCallback:
     """Hooks into the loop (progress display, dashboard notes...); override what you need.
 
     ``trial`` is the finished ``FrozenTrial`` (COMPLETE or FAIL); ``running``
-    the number of trials still in flight.
+    the number of trials still in flight. A loop is one batch of trials (the
+    search, or one test of the walk-back, or the confirmation's pairs);
+    ``finished`` comes once the outermost ``with tuner:`` block that ran
+    trials ends (:meth:`Tuner.run`, :meth:`Tuner.confirm`, or a caller's own
+    block around both), also when it ends by an exception.
     """
 
     def loop_started(self, study, asks: int) -> None: ...
@@ -58,6 +62,8 @@ class TunerCallback:
     def trial_finished(self, study, trial, running: int) -> None: ...
 
     def loop_finished(self, study) -> None: ...
+
+    def finished(self, study) -> None: ...
 
 
 
@@ -196,6 +202,7 @@ class Tuner:
         self._holding = 0  # depth of _concluding blocks holding the lease (confirm runs minimize inside)
         self._holds = 0  # depth of `with tuner:` blocks: the runner is kept until the outermost one ends
         self._kept: tuple[Runner, contextlib.ExitStack] | None = None  # the runner, and what stops it
+        self._study_in_use = None  # the study a loop of the current `with tuner:` block ran trials of
 
     # -- public API ------------------------------------------------------------
     def __enter__(self) -> "Tuner":
@@ -211,6 +218,9 @@ class Tuner:
         self._holds -= 1
         if not self._holds:
             self._stop_runner(*exc)
+            study, self._study_in_use = self._study_in_use, None
+            if study is not None:
+                self._notify("finished", study)
 
     def run(self):
         """Tune until the study holds ``trials`` finished trials; returns the study."""
@@ -424,6 +434,7 @@ class Tuner:
         asking = True
         if target is not None and trials.count_asked(study) >= target:
             return  # other tuners asked the last trials: no runner to start
+        self._study_in_use = study
         self._notify("loop_started", study, asks if target is None else max(0, target - trials.count_asked(study)))
         cut_short: list = []  # trials this process failed because the loop ended early
         try:

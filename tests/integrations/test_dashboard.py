@@ -296,3 +296,30 @@ print(get_note(optuna.Trial(study, study.trials[0]._trial_id)))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("**1 MB/s** (default)")
+
+
+def test_the_figures_are_saved_once_a_refresh_period_and_when_the_tuner_finishes(storage, scratch, monkeypatch):
+    """Three loops of trials in one `with tuner:` block (as the walk-back and the confirmation run one per test):
+    the figures (a GP fit each) are saved at the first loop's end and when the block ends, not at every loop, and
+    what was saved last is the study's final report."""
+    from iobo.integrations import dashboard
+    from iobo.tuner import TunerCallback
+
+    saved, loops = [], []
+    real_save = dashboard.save_study_figures
+    monkeypatch.setattr(dashboard, "save_study_figures", lambda study: saved.append(1) or real_save(study))
+
+    class Loops(TunerCallback):
+        def loop_finished(self, study):
+            loops.append(1)
+
+    tuner = Tuner(kernel="vpic", ranks=2, trials=4, storage=storage, study="refresh", workdir=str(scratch),
+                  kernel_options=SMALL_VPIC, sampler=optuna.samplers.TPESampler(seed=0), echo=None, warmup=False,
+                  callbacks=[Loops(), DashboardAnnotator(refresh_s=3600)])
+    with tuner:
+        for trials in (4, 5, 6):
+            tuner.trials = trials
+            study = tuner.run()
+    assert len(loops) == 3 and len(study.trials) == 6
+    assert len(saved) == 2  # the first loop's end, and the end of the block
+    assert build_report(study).text() in get_note(study)
