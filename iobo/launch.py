@@ -397,8 +397,14 @@ def _follow(proc: subprocess.Popen, timeout_s, on_step):
     for reader in readers:
         reader.start()
     timed_out = False
+    deadline = time.monotonic() + timeout_s
     try:
-        proc.wait(timeout=timeout_s)
+        # the job's end closes its output: waiting on the reader sees it at once, where Popen.wait(timeout)
+        # polls and sleeps up to 50 ms between looks (a tenth of a 0.25 s replay run); a job whose orphans
+        # keep the pipe open is looked at every second
+        while proc.poll() is None and readers[0].is_alive() and time.monotonic() < deadline:
+            readers[0].join(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         timed_out = True
         _kill_group(proc)
