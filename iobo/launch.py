@@ -393,7 +393,8 @@ def _follow(proc: subprocess.Popen, timeout_s, on_step):
             stderr.append(line)
             del stderr[:-200]
 
-    readers = [threading.Thread(target=pump_stdout, daemon=True), threading.Thread(target=pump_stderr, daemon=True)]
+    stdout_reader = threading.Thread(target=pump_stdout, daemon=True)
+    readers = [stdout_reader, threading.Thread(target=pump_stderr, daemon=True)]
     for reader in readers:
         reader.start()
     timed_out = False
@@ -402,8 +403,8 @@ def _follow(proc: subprocess.Popen, timeout_s, on_step):
         # the job's end closes its output: waiting on the reader sees it at once, where Popen.wait(timeout)
         # polls and sleeps up to 50 ms between looks (a tenth of a 0.25 s replay run); a job whose orphans
         # keep the pipe open is looked at every second
-        while proc.poll() is None and readers[0].is_alive() and time.monotonic() < deadline:
-            readers[0].join(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
+        while proc.poll() is None and stdout_reader.is_alive() and time.monotonic() < deadline:
+            stdout_reader.join(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
         proc.wait(timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         timed_out = True

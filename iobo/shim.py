@@ -113,8 +113,8 @@ def resolved_libraries(binary: str | os.PathLike) -> tuple[tuple[str, str], ...]
     dynamically linked (a script, a static executable).
 
     The answer is kept for the file as it is (path, inode, size, modification time) under this
-    ``LD_LIBRARY_PATH``: a tuner asks it of the same program and shim at every run (18 ``ldd`` calls, 0.13 s of a
-    0.39 s replay run), and a rebuilt file is asked again."""
+    ``LD_LIBRARY_PATH``: a tuner asks it of the same program and shim at every run, and a rebuilt file is asked
+    again."""
     path = os.path.realpath(binary)
     try:
         stat = os.stat(path)
@@ -125,14 +125,12 @@ def resolved_libraries(binary: str | os.PathLike) -> tuple[tuple[str, str], ...]
     if stat is not None and key in _RESOLVED:
         return _RESOLVED[key]
     done = subprocess.run(["ldd", os.fspath(binary)], capture_output=True, text=True, timeout=60)
-    pairs = []
-    for line in done.stdout.splitlines() if done.returncode == 0 else []:
-        name, arrow, rest = line.strip().partition(" => ")
-        if arrow:
-            pairs.append((name, rest.split(" (")[0].strip()))
+    lines = done.stdout.splitlines() if done.returncode == 0 else []
+    pairs = tuple((name, rest.split(" (")[0].strip())
+                  for name, arrow, rest in (line.strip().partition(" => ") for line in lines) if arrow)
     if stat is not None:
-        _RESOLVED[key] = tuple(pairs)
-    return tuple(pairs)
+        _RESOLVED[key] = pairs
+    return pairs
 
 
 def linked_libraries(binary: str | os.PathLike) -> dict[str, Library]:

@@ -66,7 +66,6 @@ class TunerCallback:
     def finished(self, study) -> None: ...
 
 
-
 def _one_runner(method):
     """``method`` runs all its trials on one runner, as within ``with tuner:`` (one Parsl start, not one per
     batch of trials)."""

@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, text, p, k in rows:
         lines.append(f"{name:<28} {p[0]:>7.3f} [{p[1]:.3f}-{p[2]:.3f}] {k[0]:>7.3f} [{k[1]:.3f}-{k[2]:.3f}]  {text}")
     lines += [
-        f"rank correlation (Spearman, {len(program_speedups)} configurations, the default and its twins excluded): "
+        f"rank correlation (Spearman, {len(program_speedups)} configurations, each once, the default excluded): "
         f"{rho:.3f} "
         f"(target >= 0.8: {'met' if rho >= 0.8 else 'NOT met'})",
         f"tuning fidelity: K {k_row[2][0]:.3f} on the program, P {p_row[2][0]:.3f} "

@@ -29,9 +29,9 @@ from iobo.tuner import TunerCallback
 FIGURES = ("best_so_far", "roti", "importance")
 FIGURES_REFRESH_S = 30.0
 """While a tuner runs, the study's note and figures are saved again when a loop of trials ends at least this many
-seconds after the last save, and always when the tuner finishes. A save fits the GP for the importance figure (0.7 s
-on a 200-trial study here), and the walk-back and the confirmation run a loop per test: saved at every loop, the
-figures took 21 s of a 137 s tuning of a 0.4 s kernel (186 runs), a sixth of the tuner's time."""
+seconds after the last save, and always when the tuner finishes. A save fits the GP for the importance figure, and
+the walk-back and the confirmation run a loop per test: saved at every loop, the figures cost a fast kernel's tuning
+a large share of its time."""
 
 
 def command(storage: str, host: str = "127.0.0.1", port: int = 8080) -> str:
