@@ -207,6 +207,20 @@ def planned_pairs(noise_sd_log: float, expected_speedup: float, at_least: int, a
     return max(at_least, min(at_most, needed))
 
 
+def confirmable_speedup(noise_sd_log: float, pairs: int, level: float = 0.95, power: float = 0.8) -> float:
+    """The smallest speedup a confirmation of ``pairs`` interleaved (default, best) pairs shows with probability
+    ``power`` (its ``level`` interval of :func:`bootstrap_speedup` excluding 1): :func:`planned_pairs` solved for the
+    speedup, ``exp((z_level + z_power) sqrt(pi s^2 / pairs))``. noise_sd_log: ``s``, the standard deviation of
+    ``log(MB/s)`` between runs of one configuration; 1.0 with no noise."""
+    import math
+
+    if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 1:
+        raise KernelError(f"a confirmation has at least 1 pair of runs; got pairs={pairs!r}")
+    z = statistics.NormalDist()
+    spread = z.inv_cdf(0.5 + level / 2) + z.inv_cdf(power)
+    return math.exp(spread * math.sqrt(math.pi * max(noise_sd_log, 0.0) ** 2 / pairs))
+
+
 def paired_ratio(with_mb_per_s, without_mb_per_s, level: float = 0.95) -> tuple[float, tuple[float, float]]:
     """Geometric mean of the pairwise ratios with_i / without_i and its t interval (log scale).
 

@@ -17,7 +17,15 @@ effect). An undecided test gets ``pairs`` more pairs at a time, up to
 ``MAX_TEST_PAIRS`` pairs in all and ``MAX_TEST_SECONDS`` of extra
 measuring, and while the whole walk-back has run for less than its budget
 (``WALK_BACK_BUDGET_S``; once it is spent, every test still runs its first
-``pairs`` pairs, but none measures more). Still undecided, the change is
+``pairs`` pairs, but none measures more). When the walk-back is told how
+many pairs the confirmation after it runs (``confirm_pairs``: ``iobo tune
+--via-kernel`` confirms the kernel's recommendation on the program in a fixed
+number of pairs), an undecided test also stops once its interval's upper end
+lies below :func:`iobo.measure.confirmable_speedup` of those pairs at the
+test's own noise: whatever the change gains is then too small for that
+confirmation to show (on its own: several such changes together could add
+up to more; and the noise is the kernel's, so a program quieter than its
+kernel could confirm a little less). Still undecided, the change is
 reverted (the walk errs towards the default: it was not *shown* to help),
 and the minimal configuration lists it with the pairs that would settle it
 (:meth:`Minimal.undecided`,
@@ -47,7 +55,7 @@ from functools import cached_property
 from typing import Any
 
 from iobo.errors import ConfigError
-from iobo.measure import Spread, paired_ratio, speedup_interval
+from iobo.measure import Spread, confirmable_speedup, paired_ratio, speedup_interval
 from iobo.space import format_value
 
 MINIMAL_ATTR = "minimal"
@@ -147,6 +155,15 @@ class Step:
         if inside > 0.0:  # an interval that fits inside the band around the ratio measured
             plans.append(planned_pairs(noise, math.exp(inside), 2, SETTLE_AT_MOST, self.level))
         return min(plans, default=SETTLE_AT_MOST)
+
+    def run_noise_sd_log(self) -> float:
+        """The standard deviation of ``log(MB/s)`` between runs of one configuration implied by the pairs: the
+        standard deviation of their log ratios over sqrt(2) (each ratio is of two runs); 0.0 under 2 pairs."""
+        import math
+        import statistics
+
+        logs = [math.log(w / wo) for w, wo in zip(self.with_mb_per_s, self.without_mb_per_s)]
+        return statistics.stdev(logs) / math.sqrt(2) if len(logs) >= 2 else 0.0
 
     def settle_text(self) -> str:
         """``about 6 more pairs would settle it`` (from :meth:`pairs_to_settle`)."""
@@ -340,7 +357,7 @@ class _Budget:
 def walk_back(space, workload, incumbent: Mapping[str, Any], from_trial: int, measure: Measure,
               importance: Mapping[str, float] | None = None, not_applied: Mapping[str, str] | None = None,
               pairs: int = 3, extra_seconds: float = MAX_TEST_SECONDS,
-              budget_s: float = WALK_BACK_BUDGET_S) -> Minimal:
+              budget_s: float = WALK_BACK_BUDGET_S, confirm_pairs: int | None = None) -> Minimal:
     """Test the incumbent's changes from the default and keep those that matter (see the module docstring).
 
     importance: parameter -> share (the GP ablation view); knobs under
@@ -353,10 +370,16 @@ def walk_back(space, workload, incumbent: Mapping[str, Any], from_trial: int, me
     test may spend on such extra rounds (``MAX_TEST_SECONDS``); budget_s:
     the wall-clock seconds from now after which no test starts an extra
     round (``WALK_BACK_BUDGET_S``; the walk then ends in about its tests'
-    first rounds: one round in flight and each later test's first ``pairs``).
+    first rounds: one round in flight and each later test's first ``pairs``);
+    confirm_pairs: the interleaved pairs of the confirmation that follows,
+    when fixed (None: no test stops for it; see the module docstring).
     """
     if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 2:
         raise ConfigError(f"minimizing needs at least 2 interleaved pairs per test; got pairs={pairs!r}")
+    if confirm_pairs is not None and (isinstance(confirm_pairs, bool) or not isinstance(confirm_pairs, int)
+                                      or confirm_pairs < 1):
+        raise ConfigError(f"confirm_pairs must be the confirmation's number of interleaved pairs (>= 1) or None; "
+                          f"got {confirm_pairs!r}")
     budget = _Budget(check_walk_back_budget(budget_s))
     not_applied = {k: v for k, v in (not_applied or {}).items() if k in changed_knobs(space, incumbent)}
     current = revert(space, workload, space.complete(incumbent), list(not_applied))
@@ -374,7 +397,8 @@ def walk_back(space, workload, incumbent: Mapping[str, Any], from_trial: int, me
         knobs = [k for k in tests.pop(0) if k in changed_knobs(space, current)]
         if not knobs:
             continue
-        step, candidate = _test(space, workload, measure, current, knobs, len(steps), pairs, extra_seconds, budget)
+        step, candidate = _test(space, workload, measure, current, knobs, len(steps), pairs, extra_seconds, budget,
+                                confirm_pairs)
         if step.kept and len(knobs) > 1 and step.without_mb_per_s:
             half = len(knobs) // 2  # the group matters as a whole: test each half (least important first)
             tests = [knobs[:half], knobs[half:]] + tests
@@ -391,7 +415,7 @@ def walk_back(space, workload, incumbent: Mapping[str, Any], from_trial: int, me
         if not knobs:
             continue
         step, candidate = _test(space, workload, measure, current, knobs, len(steps), pairs, extra_seconds, budget,
-                                retest=True)
+                                confirm_pairs, retest=True)
         if not step.kept:
             current = candidate
         steps.append(step)
@@ -400,10 +424,10 @@ def walk_back(space, workload, incumbent: Mapping[str, Any], from_trial: int, me
 
 
 def _test(space, workload, measure: Measure, current, knobs, number: int, pairs: int, extra_seconds: float,
-          budget: _Budget, retest: bool = False) -> tuple[Step, dict[str, Any]]:
-    """Measure ``current`` with and without ``knobs`` (interleaved pairs, more while undecided and neither the
-    test's ``extra_seconds`` nor the walk-back's ``budget`` is spent: see the module docstring); the step and the
-    configuration without them."""
+          budget: _Budget, confirm_pairs: int | None = None, retest: bool = False) -> tuple[Step, dict[str, Any]]:
+    """Measure ``current`` with and without ``knobs`` (interleaved pairs, more while undecided, neither the
+    test's ``extra_seconds`` nor the walk-back's ``budget`` is spent and a gain ``confirm_pairs`` could show is
+    not ruled out: see the module docstring); the step and the configuration without them."""
     import time
 
     candidate = revert(space, workload, current, knobs)
@@ -419,6 +443,12 @@ def _test(space, workload, measure: Measure, current, knobs, number: int, pairs:
     started = time.monotonic()
     step = _step(knobs, pairs_done, level, retest)
     while step.verdict == UNDECIDED:
+        if confirm_pairs is not None:
+            confirmable = confirmable_speedup(step.run_noise_sd_log(), confirm_pairs)
+            if step.interval[1] < confirmable:
+                return _step(knobs, pairs_done, level, retest, f"measuring stopped: a gain of at most "
+                             f"{step.interval[1]:.2f}x is below the {confirmable:.2f}x a confirmation of "
+                             f"{confirm_pairs} pairs could show at this test's noise"), candidate
         more = min(pairs, max(MAX_TEST_PAIRS, pairs) - len(pairs_done))
         if more <= 0:
             return _step(knobs, pairs_done, level, retest, f"measuring stopped at the cap of {MAX_TEST_PAIRS} "

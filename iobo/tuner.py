@@ -302,9 +302,10 @@ class Tuner:
         self.measure(study, runs)
 
     @_one_runner
-    def minimize(self, pairs: int = 3):
-        """Find which of the best trial's changes matter (:func:`iobo.minimize.walk_back`); stores and returns
-        the :class:`iobo.minimize.Minimal` (study attr ``minimal``).
+    def minimize(self, pairs: int = 3, confirm_pairs: int | None = None):
+        """Find which of the best trial's changes matter (:func:`iobo.minimize.walk_back`, ``pairs`` per test;
+        ``confirm_pairs``: the pairs of a fixed confirmation that follows, elsewhere); stores and returns the
+        :class:`iobo.minimize.Minimal` (study attr ``minimal``).
 
         Once per study: when another tuner of the study holds its phase lease
         (:meth:`_concluding`), this one waits, and when that tuner stored the
@@ -322,11 +323,11 @@ class Tuner:
             if minimal is not None:
                 self._say_concluded(study, best, done, "walk-back")
                 return minimal
-            minimal = self._minimize(study, best, pairs)
+            minimal = self._minimize(study, best, pairs, confirm_pairs)
             trials.record_concluded(study, "minimize", best.number, self._token)
         return minimal
 
-    def _minimize(self, study, best, pairs: int):
+    def _minimize(self, study, best, pairs: int, confirm_pairs: int | None = None):
         """:meth:`minimize`'s walk-back, by the holder of the study's phase lease."""
         from iobo.importance import ablation_shares
         from iobo.minimize import MINIMAL_ATTR, walk_back
@@ -336,13 +337,16 @@ class Tuner:
         self._say(f"minimizing trial {best.number}'s configuration: which of its changes matter ({pairs} "
                   f"interleaved pairs per test; an undecided test gets {pairs} more at a time, up to "
                   f"{max(MAX_TEST_PAIRS, pairs)} pairs and {MAX_TEST_SECONDS:g} s of extra pairs, while the "
-                  f"walk-back's budget of {self.walk_back_budget_s:g} s lasts)")
+                  f"walk-back's budget of {self.walk_back_budget_s:g} s lasts"
+                  + (f", and while it could still show a gain a confirmation of {confirm_pairs} pairs can show"
+                     if confirm_pairs else "") + ")")
 
         def measure(runs):
             return [t.value for t in self.measure(study, [(v, {"role": trials.ROLE_MINIMIZE, **a}) for v, a in runs])]
 
         minimal = walk_back(self.space, self.workload, trials.config_of(best), best.number, measure,
-                            importance, not_applied, pairs, budget_s=self.walk_back_budget_s)
+                            importance, not_applied, pairs, budget_s=self.walk_back_budget_s,
+                            confirm_pairs=confirm_pairs)
         study.set_user_attr(MINIMAL_ATTR, minimal.to_attr())
         self._say(minimal.describe())
         return minimal

@@ -7,7 +7,8 @@ import pytest
 
 from iobo import KernelError
 from iobo.measure import (INTERVAL_MIN_RUNS, Measurement, Spread, bandwidth_mb_per_s, bootstrap_speedup,
-                          format_mb_per_s, mixed_objective, planned_pairs, raw_write_mb_per_s, roti)
+                          confirmable_speedup, format_mb_per_s, mixed_objective, planned_pairs, raw_write_mb_per_s,
+                          roti)
 
 
 def test_bandwidth_is_decimal_megabytes_per_second():
@@ -83,6 +84,19 @@ def test_planned_pairs_grow_with_the_noise_and_shrink_with_the_gain_within_their
     assert planned_pairs(0.13, 1.39, 5, 20) == 5  # 3.9: the floor
     assert planned_pairs(0.30, 1.10, 5, 20) == 20  # 69: the ceiling
     assert planned_pairs(0.23, 1.0, 5, 20) == planned_pairs(0.0, 1.5, 5, 20) == 5  # no gain, no noise: as asked
+
+
+@pytest.mark.parametrize("noise_sd_log, pairs", [(0.23, 13), (0.068, 5), (0.30, 20)])
+def test_the_confirmable_speedup_is_the_one_those_pairs_are_planned_for(noise_sd_log, pairs):
+    """:func:`confirmable_speedup` inverts :func:`planned_pairs`: the speedup a confirmation of n pairs shows
+    with 80% power is planned n pairs; a speedup 1% below it needs more."""
+    speedup = confirmable_speedup(noise_sd_log, pairs)
+    assert planned_pairs(noise_sd_log, speedup * 1.0001, 1, 10_000) == pairs
+    assert planned_pairs(noise_sd_log, 1 + (speedup - 1) * 0.99, 1, 10_000) > pairs
+    assert confirmable_speedup(noise_sd_log, 4 * pairs) < speedup and confirmable_speedup(0.0, pairs) == 1.0
+    assert confirmable_speedup(0.068, 5) == pytest.approx(1.16, abs=0.005)  # the CaNS kernel's run-to-run noise
+    with pytest.raises(KernelError, match="a confirmation has at least 1 pair of runs; got pairs=0"):
+        confirmable_speedup(noise_sd_log, 0)
 
 
 @pytest.mark.parametrize("noise_sd_log, speedup", [(0.23, 1.39), (0.30, 1.25), (0.20, 1.30)])

@@ -142,6 +142,39 @@ def test_a_gain_nine_pairs_left_undecided_is_measured_until_it_matters():
     assert minimal.changes == {"files": "per_process"}
 
 
+def test_told_the_confirmation_s_pairs_an_undecided_test_stops_once_no_gain_they_could_show_is_left():
+    """--via-kernel: the program's confirmation runs 5 pairs. An inert change at 12% CV a run is undecided after
+    3 pairs and still after 20 (0.94x-1.04x: it reaches outside NO_EFFECT_BAND); told the 5 pairs, the test stops
+    as soon as its upper end lies below the gain 5 pairs show at its noise: after 6 pairs (0.92x-1.08x, 5 pairs
+    show 1.13x), not 20. Told 20 pairs, which show smaller gains, it measures on. A 1.3x gain, which 5 pairs can
+    show, is still measured until it matters."""
+    from iobo.measure import confirmable_speedup
+
+    unbounded = walk_back(SPACE, WORKLOAD, FILES_ONLY, 7, noisy({}, cv=0.12, seed=0), pairs=3)
+    assert [s.verdict for s in unbounded.steps] == [UNDECIDED]
+    assert len(unbounded.steps[0].with_mb_per_s) == MAX_TEST_PAIRS
+    told = walk_back(SPACE, WORKLOAD, FILES_ONLY, 7, noisy({}, cv=0.12, seed=0), pairs=3, confirm_pairs=5)
+    (step,) = told.steps
+    confirmable = confirmable_speedup(step.run_noise_sd_log(), 5)
+    assert step.verdict == UNDECIDED and not step.kept and len(step.with_mb_per_s) == 6
+    assert step.interval[1] < confirmable
+    assert step.stopped == (f"measuring stopped: a gain of at most {step.interval[1]:.2f}x is below the "
+                            f"{confirmable:.2f}x a confirmation of 5 pairs could show at this test's noise")
+    assert told.changes == {} and told.undecided() == [step] and step.stopped in step.describe()
+    shorter = walk_back(SPACE, WORKLOAD, FILES_ONLY, 7, noisy({}, cv=0.12, seed=0), pairs=3, confirm_pairs=20)
+    assert len(shorter.steps[0].with_mb_per_s) > 6  # 20 pairs could show a smaller gain: it measures on
+    gain = walk_back(SPACE, WORKLOAD, FILES_ONLY, 7, noisy({("files", "per_process"): 1.3}, cv=0.12, seed=0),
+                     pairs=3, confirm_pairs=5)
+    assert gain.changes == {"files": "per_process"} and gain.steps[0].verdict == MATTERS
+
+
+@pytest.mark.parametrize("confirm_pairs", [0, True, 2.5])
+def test_a_confirmation_s_pairs_that_are_not_a_count_are_refused(confirm_pairs):
+    with pytest.raises(ConfigError, match=r"confirm_pairs must be the confirmation's number of interleaved pairs "
+                                          r"\(>= 1\) or None; got "):
+        walk_back(SPACE, WORKLOAD, FILES_ONLY, 7, noisy({}), confirm_pairs=confirm_pairs)
+
+
 def timed(effects, cv, seconds_per_run, seed=4):
     """A measure function whose every run takes ``seconds_per_run`` of wall clock (slept): 1000 MB/s times each
     present effect, log-normal noise of ``cv`` drawn from the run's own seed (walk step, pair, arm), so the values

@@ -6,7 +6,8 @@ item 4).
 2. check the kernel against the program (:func:`iobo.replay.check.check`, :data:`CHECK_CONFIGS`
    configurations, :data:`CHECK_REPEATS` run each) and print the check's table;
 3. tune the kernel (:func:`iobo.replay.record.kernel_spec`) as its own study (``<--study>-kernel``, default
-   ``<program>-kernel-<R>ranks``) with the search arguments given, and find its minimal configuration;
+   ``<program>-kernel-<R>ranks``) with the search arguments given, and find its minimal configuration (its
+   walk-back told the pairs of step 4, so that no test measures on for a gain step 4 could not show);
 4. re-measure the kernel's recommendation on the program against the system default, interleaved, at least
    ``INTERVAL_MIN_RUNS`` pairs (``--confirm N``), as trials of the program's study (``--study``, default
    ``<program>-<R>ranks``, same storage), and print the speedup with its 95% interval;
@@ -55,8 +56,8 @@ def tune_via_kernel(args, program, make_tuner) -> int | None:
         if not trials.tuning_trials(kernel_study):
             print("iobo tune --via-kernel: tuning the program itself: every trial of the kernel failed", flush=True)
             return None
-        if args.confirm and not args.no_minimize:
-            kernel_tuner.minimize()
+        if args.confirm and not args.no_minimize:  # its tests need not settle gains the program's pairs cannot show
+            kernel_tuner.minimize(confirm_pairs=max(args.confirm, INTERVAL_MIN_RUNS))
     seconds["kernel tuning"] = time.monotonic() - started
 
     from iobo.report import build_report

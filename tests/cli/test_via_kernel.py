@@ -8,7 +8,7 @@ import pytest
 
 from iobo import trials
 from iobo.cli import main
-from iobo.minimize import recommended
+from iobo.minimize import Minimal, recommended
 from iobo.kernels import study_space, study_workload
 
 RANKS = 2
@@ -102,3 +102,24 @@ def test_via_kernel_tunes_the_program_itself_when_it_cannot_be_recorded(library,
 def test_via_kernel_needs_a_command(capsys, scratch):
     code, _, err = cli(capsys, "tune", "vpic", "--via-kernel", "--storage", f"sqlite:///{scratch / 's.db'}")
     assert code == 2 and "--via-kernel records and replays the program of --command; got KERNEL" in err
+
+
+def test_via_kernel_tells_the_kernel_s_walk_back_the_pairs_of_the_program_s_confirmation(library, programs, scratch,
+                                                                                          monkeypatch, capsys):
+    """With the walk-back (no --no-minimize), the kernel's tests are told the --confirm pairs the program's
+    confirmation runs, so that none measures on for a gain those pairs could not show (iobo.minimize); here with
+    a walk-back budget of 0 s (each test its first 3 pairs) to keep it short. The kernel study stores the walk."""
+    monkeypatch.chdir(scratch)
+    storage = f"sqlite:///{scratch / 'study.db'}"
+    code, out, err = tune_via_kernel(capsys, programs, storage, scratch / "work", 2, "--study", "walk", "--seed", 1,
+                                     "--params", PARAMS, "--walk-back-budget", 0)
+    assert code == 0, out + err
+    kernel = optuna.load_study(study_name="walk-kernel", storage=storage)
+    if not kernel.user_attrs.get("minimal"):  # no search trial beat the default: nothing to walk back from
+        pytest.skip("seed 1's search found nothing faster than the default here: no walk-back ran")
+    assert (f"while the walk-back's budget of 0 s lasts, and while it could still show a gain a confirmation of "
+            f"{CONFIRM} pairs can show)") in out, out
+    minimal = Minimal.from_attr(kernel.user_attrs["minimal"])  # its tests' runs are the kernel study's trials
+    walked = [t for t in kernel.trials if trials.role(t) == trials.ROLE_MINIMIZE]
+    assert len(walked) == sum(2 * len(step.with_mb_per_s) for step in minimal.steps), minimal.describe()
+    assert all(len(step.with_mb_per_s) <= 3 for step in minimal.steps)  # the budget of 0 s: first pairs only
