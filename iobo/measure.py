@@ -201,9 +201,7 @@ def planned_pairs(noise_sd_log: float, expected_speedup: float, at_least: int, a
 
     if expected_speedup <= 1.0 or noise_sd_log <= 0.0:
         return at_least
-    z = statistics.NormalDist()
-    spread = z.inv_cdf(0.5 + level / 2) + z.inv_cdf(power)
-    needed = math.ceil(math.pi * (spread * noise_sd_log / math.log(expected_speedup)) ** 2)
+    needed = math.ceil(math.pi * (_z_sum(level, power) * noise_sd_log / math.log(expected_speedup)) ** 2)
     return max(at_least, min(at_most, needed))
 
 
@@ -216,9 +214,13 @@ def confirmable_speedup(noise_sd_log: float, pairs: int, level: float = 0.95, po
 
     if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 1:
         raise KernelError(f"a confirmation has at least 1 pair of runs; got pairs={pairs!r}")
+    return math.exp(_z_sum(level, power) * math.sqrt(math.pi * max(noise_sd_log, 0.0) ** 2 / pairs))
+
+
+def _z_sum(level: float, power: float) -> float:
+    """``z_level + z_power``: the normal quantiles of a two-sided ``level`` interval and of ``power``."""
     z = statistics.NormalDist()
-    spread = z.inv_cdf(0.5 + level / 2) + z.inv_cdf(power)
-    return math.exp(spread * math.sqrt(math.pi * max(noise_sd_log, 0.0) ** 2 / pairs))
+    return z.inv_cdf(0.5 + level / 2) + z.inv_cdf(power)
 
 
 def paired_ratio(with_mb_per_s, without_mb_per_s, level: float = 0.95) -> tuple[float, tuple[float, float]]:

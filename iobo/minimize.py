@@ -144,7 +144,7 @@ class Step:
 
         from iobo.measure import planned_pairs
 
-        logs = [math.log(w / wo) for w, wo in zip(self.with_mb_per_s, self.without_mb_per_s)]
+        logs = self.log_ratios()
         if len(logs) < 2:
             return None
         mean, noise = statistics.fmean(logs), statistics.stdev(logs) / math.sqrt(math.pi)
@@ -156,13 +156,19 @@ class Step:
             plans.append(planned_pairs(noise, math.exp(inside), 2, SETTLE_AT_MOST, self.level))
         return min(plans, default=SETTLE_AT_MOST)
 
+    def log_ratios(self) -> list[float]:
+        """``log(with / without)`` of each pair, in order."""
+        import math
+
+        return [math.log(w / wo) for w, wo in zip(self.with_mb_per_s, self.without_mb_per_s)]
+
     def run_noise_sd_log(self) -> float:
         """The standard deviation of ``log(MB/s)`` between runs of one configuration implied by the pairs: the
         standard deviation of their log ratios over sqrt(2) (each ratio is of two runs); 0.0 under 2 pairs."""
         import math
         import statistics
 
-        logs = [math.log(w / wo) for w, wo in zip(self.with_mb_per_s, self.without_mb_per_s)]
+        logs = self.log_ratios()
         return statistics.stdev(logs) / math.sqrt(2) if len(logs) >= 2 else 0.0
 
     def settle_text(self) -> str:
