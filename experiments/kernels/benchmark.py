@@ -9,12 +9,15 @@ For one program (``--command``, with ``{workdir}``), run as a user would:
 3. **re-measured on one footing**, interleaved round by round in a shuffled (seeded) order, ``--rounds`` rounds:
    the system default, the kernel study's recommendation (K), the program study's (P), ``iobo check``'s spread
    configurations (:data:`iobo.replay.check.SPREAD`: chunking, collective buffering, alignment, ...; those that
-   change only knobs frozen here are left out) and ``--spread`` seeded random configurations of the program
-   study's space, each run on the program, on the kernel and (its trial time only) on the kernel replaying
-   ``--steps`` of each repeated block. From these runs:
+   change only knobs frozen here are left out), ``--spread`` seeded random configurations of the program
+   study's space and ``--from-search`` configurations of the kernel study's search spread over its measured
+   MB/s (:func:`searched_configs`), each run on the program, on the kernel and (its trial time only) on the
+   kernel replaying ``--steps`` of each repeated block. From these runs:
 
    - each configuration's speedup over the default (medians) on program and kernel, and their Spearman rank
-     correlation (default excluded: >= 8 configurations; target >= 0.8);
+     correlation (default excluded: >= 8 configurations; target >= 0.8) with its bootstrap interval, beside
+     the correlation a kernel ranking exactly as the program does would show at the two sides' noise
+     (:func:`split_half_reliability`);
    - tuning fidelity: K's speedup on the program against P's, both with 95% bootstrap intervals (target: K's
      median inside P's interval);
    - trial time: the program's median wall time a run over the kernel's, and over the reduced kernel's
@@ -48,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.harness.recording import machine
+from experiments.harness.runs import commit
 
 ROOT = Path(__file__).resolve().parents[2]
 IOBO = [str(Path(sys.executable).with_name("iobo"))]
@@ -103,6 +107,77 @@ def spread_configs(space, workload, frozen, count: int, seed: int) -> list[dict]
         if len(found) == count:
             break
     return found
+
+
+def searched_configs(storage: str, study_name: str, space, count: int) -> list[tuple[str, dict]]:
+    """``count`` distinct configurations the kernel study's search measured (its search trials, not the default's
+    or the walk-back's), spread over their measured MB/s: evenly spaced in rank from the slowest to the fastest.
+    A rank correlation only tells kernel from program where the configurations' true speedups differ; the
+    check's named ones and uniform random draws crowd together (on MACSio two groups, ~0.7x and ~1.0x, whose
+    order within each group is noise), the search's span what a tuner meets. Chosen on the kernel alone, as a
+    user could, and re-measured afresh. Each as (a name giving the trial, full values)."""
+    import optuna
+
+    from iobo.trials import ROLE_SEARCH, role
+
+    study = optuna.load_study(study_name=study_name, storage=storage)
+    distinct: dict[str, tuple[float, int, dict]] = {}
+    for trial in study.trials:
+        if trial.state.name != "COMPLETE" or role(trial) != ROLE_SEARCH or trial.value is None:
+            continue
+        values = space.complete({**space.default(), **{k: v for k, v in trial.params.items() if k in space.names}})
+        distinct.setdefault(json.dumps(values, sort_keys=True, default=str), (trial.value, trial.number, values))
+    ranked = sorted(distinct.values(), key=lambda item: item[0])
+    if len(ranked) <= count:
+        picked = ranked
+    else:
+        picked = [ranked[round(i * (len(ranked) - 1) / (count - 1))] for i in range(count)] if count > 1 else []
+    return [(f"search trial {number}", values) for _, number, values in picked]
+
+
+def spearman_interval(kernel_runs: list[list[float]], program_runs: list[list[float]], resamples: int = 2000,
+                      seed: int = 0) -> tuple[float, float, float]:
+    """Spearman's rank correlation of the configurations' median MB/s, kernel against program (one list of runs
+    a configuration on each side), and its percentile-bootstrap 95% interval: each configuration's runs
+    resampled with replacement on both sides. (Dividing by the default's median does not change ranks.)"""
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(seed)
+    kernel_medians = [float(np.median(runs)) for runs in kernel_runs]
+    program_medians = [float(np.median(runs)) for runs in program_runs]
+    rho = float(spearmanr(kernel_medians, program_medians).statistic)
+    drawn = []
+    for _ in range(resamples):
+        k = [np.median(rng.choice(runs, size=len(runs))) for runs in kernel_runs]
+        p = [np.median(rng.choice(runs, size=len(runs))) for runs in program_runs]
+        value = spearmanr(k, p).statistic
+        if value == value:  # all-tied resamples have none
+            drawn.append(value)
+    return rho, float(np.quantile(drawn, 0.025)), float(np.quantile(drawn, 0.975))
+
+
+def split_half_reliability(runs: list[list[float]], splits: int = 500, seed: int = 0) -> float:
+    """How well one side ranks the configurations the same way twice at its noise: the mean, over random
+    splits of each configuration's runs into two halves, of the Spearman correlation between the halves'
+    medians, stepped up to the full number of runs by Spearman-Brown (2r / (1 + r), approximate for ranks).
+    sqrt(reliability_kernel * reliability_program) is about the largest rank correlation a kernel that ranks
+    exactly as the program does could show on these runs (Spearman's attenuation, 1904)."""
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(splits):
+        first, second = [], []
+        for group in runs:
+            order = rng.permutation(len(group))
+            half = len(group) // 2
+            first.append(np.median([group[i] for i in order[:half]]))
+            second.append(np.median([group[i] for i in order[half:2 * half]]))
+        value = spearmanr(first, second).statistic
+        if value == value:
+            values.append(value)
+    r = float(np.mean(values))
+    return 2 * r / (1 + r) if r > -1 else float("nan")
 
 
 def median_interval(values: list[float], resamples: int = 4000, seed: int = 0) -> tuple[float, float, float]:
@@ -170,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sampler", default="gp")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--spread", type=int, default=3, help="random configurations besides K, P and the check's")
+    parser.add_argument("--from-search", type=int, default=4,
+                        help="configurations of the kernel study's search, spread over its measured MB/s")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the re-measurement")
     parser.add_argument("--steps", type=int, default=1, help="repetitions the reduced kernel replays")
     parser.add_argument("--workdir", default="/dev/shm/iobo-kernels-bench")
@@ -184,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
                              "(written after every round) instead of measuring")
     args = parser.parse_args(argv)
     load_at_start = os.getloadavg()
+    commit_at_start = commit()  # the script that runs; "-dirty" when the tree differs from it
 
     from iobo.errors import IoboError
     from iobo.kernels.command import CommandSpec
@@ -243,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     randoms = spread_configs(space, program.workload(args.ranks, {}), frozen, args.spread, args.seed)
     for i, values in enumerate(v for v in randoms if v not in configs.values()):
         configs[f"random {i + 1}"] = values
+    for name, values in searched_configs(args.storage, f"{via_study}-kernel", space, args.from_search):
+        if values not in configs.values():
+            configs[name] = values
 
     same_as: dict[str, str] = {}  # a configuration -> the earlier one with the same values, measured once for both
     for name, values in configs.items():
@@ -304,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from scipy.stats import spearmanr
 
-    rows, kernel_speedups, program_speedups = [], [], []
+    rows, kernel_speedups, program_speedups, ranked = [], [], [], []
     nothing = (float("nan"),) * 3
     for name, values in configs.items():
         p = speedup_interval(mbs(name, "program"), mbs("default", "program"))
@@ -314,7 +395,14 @@ def main(argv: list[str] | None = None) -> int:
         if name != "default" and name not in same_as:
             program_speedups.append(p[0])
             kernel_speedups.append(k[0])
+            ranked.append(name)
     rho = float(spearmanr(kernel_speedups, program_speedups).statistic)
+    if "kernel" in sides:
+        rho_interval = spearman_interval([mbs(n, "kernel") for n in ranked], [mbs(n, "program") for n in ranked])
+        reliability = {side: split_half_reliability([mbs(n, side) for n in ranked]) for side in ("program", "kernel")}
+    else:
+        rho_interval, reliability = (rho, float("nan"), float("nan")), {"program": float("nan"), "kernel": float("nan")}
+    ceiling = math.sqrt(max(reliability["program"], 0) * max(reliability["kernel"], 0))
     wall_runs = {side: [r["wall_s"] for name in measured for r in runs[name, side]] for side in sides}
     walls = {side: median_interval(wall_runs[side]) for side in sides}
     ratios = {side: speedup_interval(wall_runs["program"], wall_runs[side]) for side in sides}
@@ -327,9 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     trace_meta = json.loads(trace_path.read_text()).get("metadata", {})
 
     load_at_end = os.getloadavg()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
     lines = [
-        f"# experiments.kernels.benchmark on {machine()}, commit {commit.stdout.strip()}",
+        f"# experiments.kernels.benchmark on {machine()}, commit {commit_at_start}",
         f"# load average (1, 5, 15 min) at start {', '.join(f'{v:.2f}' for v in load_at_start)}; "
         f"at end {', '.join(f'{v:.2f}' for v in load_at_end)}",
         f"# program: {args.name} ({args.language}), {args.ranks} ranks: {args.command}",
@@ -352,8 +439,11 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"{name:<28} {p[0]:>7.3f} [{p[1]:.3f}-{p[2]:.3f}] {k[0]:>7.3f} [{k[1]:.3f}-{k[2]:.3f}]  {text}")
     lines += [
         f"rank correlation (Spearman, {len(program_speedups)} configurations, each once, the default excluded): "
-        f"{rho:.3f} "
+        f"{rho:.3f} [95% bootstrap {rho_interval[1]:.3f}-{rho_interval[2]:.3f}] "
         f"(target >= 0.8: {'met' if rho >= 0.8 else 'NOT met'})",
+        f"  at this noise each side ranks them alike twice (split-half, Spearman-Brown): program "
+        f"{reliability['program']:.3f}, kernel {reliability['kernel']:.3f}; a kernel ranking exactly as the program "
+        f"does would show about {ceiling:.3f} (sqrt of their product)",
         f"tuning fidelity: K {k_row[2][0]:.3f} on the program, P {p_row[2][0]:.3f} "
         f"[{p_row[2][1]:.3f}-{p_row[2][2]:.3f}]: "
         + ("K is P's configuration (met)" if k_is_p else f"K {'inside' if fidelity else 'OUTSIDE'} P's 95% interval"),
@@ -384,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     out.with_suffix(".json").write_text(json.dumps({
         "name": args.name, "command": args.command, "source": args.source, "ranks": args.ranks,
         "configs": configs, "runs": {f"{n}|{s}": v for (n, s), v in runs.items()}, "spearman": rho,
+        "spearman_interval": rho_interval[1:], "split_half_reliability": reliability,
         "load_at_start": load_at_start, "load_at_end": load_at_end,
         "seconds_via": seconds_via, "seconds_direct": seconds_direct, "check": check}, indent=1, default=str))
     return 0
