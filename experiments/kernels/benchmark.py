@@ -118,14 +118,15 @@ def searched_configs(storage: str, study_name: str, space, count: int) -> list[t
     user could, and re-measured afresh. Each as (a name giving the trial, full values)."""
     import optuna
 
-    from iobo.trials import ROLE_SEARCH, role
+    from iobo.trials import ROLE_SEARCH, config_of, role
 
     study = optuna.load_study(study_name=study_name, storage=storage)
     distinct: dict[str, tuple[float, int, dict]] = {}
     for trial in study.trials:
         if trial.state.name != "COMPLETE" or role(trial) != ROLE_SEARCH or trial.value is None:
             continue
-        values = space.complete({**space.default(), **{k: v for k, v in trial.params.items() if k in space.names}})
+        ran = config_of(trial)  # as run: repaired to the constraints
+        values = space.complete({**space.default(), **{k: v for k, v in ran.items() if k in space.names}})
         distinct.setdefault(json.dumps(values, sort_keys=True, default=str), (trial.value, trial.number, values))
     ranked = sorted(distinct.values(), key=lambda item: item[0])
     if len(ranked) <= count:
