@@ -61,7 +61,8 @@ def tune(args, study: str, workdir: Path, log: Path, via_kernel: bool) -> float:
     """One ``iobo tune --command`` (``--via-kernel`` or not), its output to ``log``; its wall seconds."""
     argv = [*IOBO, "tune", "--command", args.command, "--ranks", str(args.ranks), "--trials", str(args.trials),
             "--storage", args.storage, "--study", study, "--workdir", str(workdir), "--seed", str(args.seed),
-            "--sampler", args.sampler, "--confirm", str(args.confirm), *(["--via-kernel"] if via_kernel else [])]
+            "--sampler", args.sampler, "--confirm", str(args.confirm), *(["--via-kernel"] if via_kernel else []),
+            *(["--kernel-command", args.kernel_command] if via_kernel and args.kernel_command else [])]
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     done = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
@@ -252,6 +253,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=1, help="repetitions the reduced kernel replays")
     parser.add_argument("--workdir", default="/dev/shm/iobo-kernels-bench")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--kernel-command", default=None,
+                        help="the kernel, a command with {workdir} (e.g. one iobo extract built): --via-kernel "
+                             "tunes it instead of a recorded replay, and it is the re-measurement's kernel side")
+    parser.add_argument("--kernel-build-seconds", type=float, default=0.0,
+                        help="with --kernel-command: the wall seconds making it took (iobo extract's), added to "
+                             "the route through the kernel")
+    parser.add_argument("--direct-from", default=None, metavar="OUT",
+                        help="reuse the direct tuning of an earlier run (its --out, beside which its .direct.log "
+                             "is) of the same program, trials, sampler and seed, its studies in --direct-storage")
+    parser.add_argument("--direct-storage", default=None, help="with --direct-from: that run's storage URL")
     parser.add_argument("--reuse-tuning", action="store_true",
                         help="keep the two tuning runs of an earlier run with the same --workdir; re-measure")
     parser.add_argument("--tuning-from", default=None,
@@ -280,21 +291,32 @@ def main(argv: list[str] | None = None) -> int:
     args.storage = f"sqlite:///{work / 'iobo.db'}"
     via_study, direct_study = f"{args.name}-via", f"{args.name}-direct"
     tuning_out = Path(args.tuning_from) if args.reuse_tuning and args.tuning_from else out
+    if (args.direct_from is None) != (args.direct_storage is None) or (args.direct_from and args.reuse_tuning):
+        raise SystemExit("--direct-from and --direct-storage go together, and not with --reuse-tuning")
+    direct_storage = args.direct_storage or args.storage
+    direct_log = Path(args.direct_from).with_suffix(".direct.log") if args.direct_from else None
     if args.reuse_tuning:  # steps 1 and 2 done by an earlier run: their studies, logs and times
         seconds_via, seconds_direct = (logged_seconds(tuning_out.with_suffix(suffix))
                                        for suffix in (".via.log", ".direct.log"))
+        seconds_via += args.kernel_build_seconds if args.kernel_command else 0.0
         if not args.from_runs:
             subprocess.run(["rm", "-rf", str(work / "remeasure")], check=True)
     else:
         if work.exists():
             subprocess.run(["rm", "-rf", str(work)], check=True)
         work.mkdir(parents=True)
-        seconds_via = tune(args, via_study, work / "via", out.with_suffix(".via.log"), via_kernel=True)
-        seconds_direct = tune(args, direct_study, work / "direct", out.with_suffix(".direct.log"), via_kernel=False)
+        seconds_via = (tune(args, via_study, work / "via", out.with_suffix(".via.log"), via_kernel=True)
+                       + (args.kernel_build_seconds if args.kernel_command else 0.0))
+        seconds_direct = (logged_seconds(direct_log) if direct_log else
+                          tune(args, direct_study, work / "direct", out.with_suffix(".direct.log"), via_kernel=False))
     program = CommandSpec(args.command)
+    kernel_command = CommandSpec(args.kernel_command) if args.kernel_command else None
     trace_path = work / "via" / f"{program.name}.trace.json"
-    check = json.loads(Path(f"{trace_path}.check.json").read_text())
-    via_log, direct_log = (tuning_out.with_suffix(suffix) for suffix in (".via.log", ".direct.log"))
+    check_file = (work / "via" / f"{kernel_command.name}.check.json" if kernel_command
+                  else Path(f"{trace_path}.check.json"))
+    check = json.loads(check_file.read_text())
+    via_log = tuning_out.with_suffix(".via.log")
+    direct_log = direct_log or tuning_out.with_suffix(".direct.log")
     via_text = via_log.read_text()
     direct_text = direct_log.read_text() if direct_log.exists() else ""
     def confirmed_line(text: str) -> str:
@@ -309,8 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     confirmed = {side: confirmed_line(text) for side, text in (("via kernel", via_text), ("direct", direct_text))}
 
     kernel_values, kernel_how = recommendation(args.storage, f"{via_study}-kernel")
-    program_values, program_how = recommendation(args.storage, direct_study)
-    study = optuna.load_study(study_name=direct_study, storage=args.storage)
+    program_values, program_how = recommendation(direct_storage, direct_study)
+    study = optuna.load_study(study_name=direct_study, storage=direct_storage)
     space = stored_space(study)
     default = space.default()
     configs = {"default": default, "K (kernel's)": space.complete({**default, **kernel_values}),
@@ -333,10 +355,11 @@ def main(argv: list[str] | None = None) -> int:
             same_as[name] = twin
     measured = [name for name in configs if name not in same_as]
 
-    sides = {"program": program, "kernel": kernel_spec(trace_path, ranks=args.ranks)}
+    sides = {"program": program, "kernel": kernel_command or kernel_spec(trace_path, ranks=args.ranks)}
     failed_sides: dict[str, str] = {}
     try:  # refused where the ranks' traces fold differently (Trace.steps_mismatch: CaNS)
-        sides[f"kernel --steps {args.steps}"] = kernel_spec(trace_path, steps=args.steps, ranks=args.ranks)
+        if kernel_command is None:
+            sides[f"kernel --steps {args.steps}"] = kernel_spec(trace_path, steps=args.steps, ranks=args.ranks)
     except IoboError as exc:
         failed_sides[f"kernel --steps {args.steps}"] = "refused: " + " ".join(str(exc).split())[:400]
     measure_dir = work / "remeasure"
@@ -413,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     p_row = next(r for r in rows if r[0].startswith("P "))
     k_is_p = same_as.get(k_row[0], k_row[0]) == same_as.get(p_row[0], p_row[0])  # one configuration: met as such
     fidelity = k_is_p or p_row[2][1] <= k_row[2][0] <= p_row[2][2]
-    trace_meta = json.loads(trace_path.read_text()).get("metadata", {})
+    trace_meta = json.loads(trace_path.read_text()).get("metadata", {}) if trace_path.exists() else {}
 
     load_at_end = os.getloadavg()
     lines = [
@@ -422,12 +445,15 @@ def main(argv: list[str] | None = None) -> int:
         f"at end {', '.join(f'{v:.2f}' for v in load_at_end)}",
         f"# program: {args.name} ({args.language}), {args.ranks} ranks: {args.command}",
         f"# source: {args.source}",
-        f"# recorded run: wall {trace_meta.get('wall_s', float('nan')):.3f} s, I/O phases "
-        f"{trace_meta.get('io_s', float('nan')):.3f} s (slowest rank); computation/I/O "
-        f"{(trace_meta.get('wall_s', 0) - trace_meta.get('io_s', 0)) / max(trace_meta.get('io_s', 1e-9), 1e-9):.1f}x",
+        *([f"# kernel: {args.kernel_command} (given, not recorded: --via-kernel --kernel-command)"]
+          if args.kernel_command else []),
+        (f"# recorded run: wall {trace_meta.get('wall_s', float('nan')):.3f} s, I/O phases "
+         f"{trace_meta.get('io_s', float('nan')):.3f} s (slowest rank); computation/I/O "
+         f"{(trace_meta.get('wall_s', 0) - trace_meta.get('io_s', 0)) / max(trace_meta.get('io_s', 1e-9), 1e-9):.1f}x"
+         if trace_meta else "# recorded run: none (the kernel is a command)"),
         f"# tuning: {args.trials} trials each, sampler {args.sampler}, seed {args.seed}, --confirm {args.confirm}"
         + (f" (reused: the studies in {args.storage}, logs {via_log.name}, {direct_log.name})" if args.reuse_tuning
-           else ""),
+           else f" (the direct tuning reused: {direct_storage}, {direct_log})" if args.direct_from else ""),
         "",
         "## signature, kernel vs program (the --via-kernel check; targets: bytes 0.1%, operations 2%)",
         render(check["signature"]),
@@ -462,8 +488,10 @@ def main(argv: list[str] | None = None) -> int:
         *[f"{side:<18} not measured: {why}" for side, why in failed_sides.items()],
         "",
         "## end to end (iobo tune, as a user runs it)",
-        f"via the kernel (record + check + {args.trials} kernel trials + confirmation on the program): "
-        f"{seconds_via:.1f} s; {confirmed['via kernel']}",
+        (f"via the kernel (making it {args.kernel_build_seconds:.1f} s + check + {args.trials} kernel trials + "
+         f"confirmation on the program {seconds_via - args.kernel_build_seconds:.1f} s): " if args.kernel_command
+         else f"via the kernel (record + check + {args.trials} kernel trials + confirmation on the program): ")
+        + f"{seconds_via:.1f} s; {confirmed['via kernel']}",
         f"directly ({args.trials} program trials + confirmation): "
         + (f"{seconds_direct:.1f} s; {confirmed['direct']}" if seconds_direct is not None else confirmed["direct"]),
         f"direct / via kernel: {seconds_direct / seconds_via:.2f}x (target >= 5x)" if seconds_direct is not None

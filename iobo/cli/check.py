@@ -1,43 +1,74 @@
-"""``iobo check --trace TRACE``: is the trace's kernel faithful to its program? Their I/O signatures side by side,
-then a few configurations on both, interleaved: speedups, their rank correlation, the time a kernel trial saves
-(:mod:`iobo.replay.check`). The result goes to ``TRACE.check.json``; ``iobo tune --trace`` warns without a pass."""
+"""``iobo check --trace TRACE`` (a recorded program's replay kernel) or ``iobo check --command 'PROGRAM ARGS'
+--kernel-command 'KERNEL ARGS'`` (a kernel given as a command, e.g. one ``iobo extract`` built): is the kernel
+faithful to its program? Their I/O signatures side by side, then a few configurations on both, interleaved:
+speedups, their rank correlation, the time a kernel trial saves (:mod:`iobo.replay.check`). The result goes to
+``TRACE.check.json`` (or ``--out``); ``iobo tune --trace`` warns without a pass."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from iobo.cli import common
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("check", help="compare a recorded trace's kernel with its program (signatures, speedups)")
-    p.add_argument("--trace", required=True, help="the trace iobo record saved")
+    p.add_argument("--trace", help="the trace iobo record saved")
+    p.add_argument("--command", metavar="'PROGRAM ARGS'",
+                   help="with --kernel-command: the program, with {workdir} where it writes (as iobo tune's)")
+    p.add_argument("--kernel-command", metavar="'KERNEL ARGS'",
+                   help="with --command: the kernel to check, e.g. the one iobo extract built, with {workdir}")
+    p.add_argument("--ranks", type=common.positive_int, default=2,
+                   help="with --command: MPI ranks of each run (default: %(default)s; a trace's are its own)")
+    p.add_argument("--out", help="with --command: where the result goes (default: <--workdir>/<kernel>.check.json)")
     p.add_argument("--configs", type=common.positive_int, default=4,
                    help="configurations run on both, the default included (default: %(default)s)")
     p.add_argument("--repeats", type=common.positive_int, default=3,
                    help="runs of each configuration on each side (default: %(default)s)")
-    p.add_argument("--workdir", help="where the kernel writes (default: the directory the program wrote into)")
+    p.add_argument("--workdir", help="where the kernel writes (default: the directory the program wrote into; "
+                                     "with --command: iobo-work)")
     p.add_argument("--mpiexec", default=None, help="MPI launcher (default: mpiexec.mpich or $IOBO_MPIEXEC)")
     p.add_argument("--timeout", type=float, default=600.0, help="limit of each run, seconds (default: %(default)g)")
 
 
 def run(args) -> int:
-    from iobo.replay.check import check
+    from iobo.errors import ConfigError
+    from iobo.replay.record import check_path
 
-    result = check(args.trace, args.configs, args.repeats, args.workdir, common.launcher(args.mpiexec), args.timeout,
-                   echo=lambda line: print(f"iobo check: {line}", file=sys.stderr, flush=True))
-    show(result, args.trace)
+    echo = lambda line: print(f"iobo check: {line}", file=sys.stderr, flush=True)  # noqa: E731
+    launcher = common.launcher(args.mpiexec)
+    given = [flag for flag, value in (("--trace", args.trace), ("--command", args.command),
+                                      ("--kernel-command", args.kernel_command)) if value is not None]
+    if given not in (["--trace"], ["--command", "--kernel-command"]):
+        raise ConfigError(f"check takes --trace TRACE, or --command 'PROGRAM ARGS' with --kernel-command 'KERNEL "
+                          f"ARGS'; got {', '.join(given) or 'none of them'}")
+    if args.trace:
+        from iobo.replay.check import check
+
+        result = check(args.trace, args.configs, args.repeats, args.workdir, launcher, args.timeout, echo=echo)
+        saved = check_path(args.trace)
+    else:
+        from iobo.kernels.command import CommandSpec
+        from iobo.replay.check import check_command
+
+        program, kernel = CommandSpec(args.command), CommandSpec(args.kernel_command)
+        workdir = Path(args.workdir or "iobo-work")
+        workdir.mkdir(parents=True, exist_ok=True)
+        saved = Path(args.out) if args.out else workdir / f"{kernel.name}.check.json"
+        result = check_command(program, kernel, args.ranks, saved, args.configs, args.repeats, workdir, launcher,
+                               args.timeout, echo=echo)
+    show(result, saved)
     return 0 if result["passed"] else 1
 
 
-def show(result, trace) -> None:
-    """Print a check's result (:func:`iobo.replay.check.check`) of the trace at ``trace``: the signatures side by
-    side, each configuration's speedups, the rank correlation, the wall times and the verdict."""
-    from iobo.replay.record import check_path
+def show(result, saved) -> None:
+    """Print a check's result (:mod:`iobo.replay.check`), stored at ``saved``: the signatures side by side, each
+    configuration's speedups, the rank correlation, the wall times and the verdict."""
     from iobo.replay.signature import render
 
     if result.get("source") == "darshan-dxt":
-        _show_log(result, trace)
+        _show_log(result, saved)
         return
     print("I/O signature, default configuration (error: |kernel - program| / program):")
     print(render(result["signature"]))
@@ -54,15 +85,14 @@ def show(result, trace) -> None:
           f"({walls['program'] / walls['kernel']:.2g}x)")
     verdict = "PASS" if result["passed"] else "FAIL"
     print(f"{verdict}: bytes per level within {100 * result['thresholds']['bytes']:g}%, operation counts within "
-          f"{100 * result['thresholds']['calls']:g}%, same datasets and layouts; saved {check_path(trace)}")
+          f"{100 * result['thresholds']['calls']:g}%, same datasets and layouts; saved {saved}")
     for failure in result["failures"]:
         print(f"  {failure}")
 
 
-def _show_log(result, trace) -> None:
+def _show_log(result, saved) -> None:
     """Print the check of a trace made from a Darshan DXT log: no program to run, the kernel against the log's
     counters."""
-    from iobo.replay.record import check_path
     from iobo.replay.signature import render
 
     print(f"a trace from a Darshan DXT log ({result['log']}) has no program here to run: the kernel is compared "
@@ -76,6 +106,6 @@ def _show_log(result, trace) -> None:
     print(f"{verdict}: {level} bytes within {100 * result['thresholds']['bytes']:g}% and operation counts within "
           f"{100 * result['thresholds']['calls']:g}% of the log's"
           + (" (the POSIX level below is what this machine's MPI-IO did, not judged)" if level == "mpiio" else "")
-          + f"; saved {check_path(trace)}")
+          + f"; saved {saved}")
     for failure in result["failures"]:
         print(f"  {failure}")

@@ -48,6 +48,10 @@ def add_parser(sub) -> None:
                               "confirm the kernel's recommendation on the program (--confirm N pairs, at least "
                               f"{INTERVAL_MIN_RUNS}); when recording, the kernel or its check fails, say why and "
                               "tune the program itself")
+    program.add_argument("--kernel-command", metavar="'KERNEL ARGS'",
+                         help="with --via-kernel: tune this kernel instead of recording one, e.g. the one `iobo "
+                              "extract` built from the program's source (with {workdir}, as --command); it is "
+                              "checked against the program first")
     kernel = p.add_argument_group(
         "a recorded program", "tune the kernel of a trace `iobo record` saved: its I/O replayed without the "
         "computation (python -m iobo.replay.run), under the shim; the configuration found is the program's")
@@ -193,6 +197,11 @@ def _what(args):
     if args.via_kernel and args.template is None:
         raise ConfigError(f"--via-kernel records and replays the program of --command; got {given[0]}: give "
                           f"--command 'PROGRAM ARGS' (a kernel or a trace is tuned without it)")
+    if args.kernel_command is not None:
+        if not args.via_kernel:
+            raise ConfigError("--kernel-command is the kernel --via-kernel tunes for the program of --command; got "
+                              "it without --via-kernel: add --via-kernel (or tune the kernel itself with --command)")
+        CommandSpec(args.kernel_command)  # a command iobo cannot run is refused before anything runs
     if args.trace is None and (args.steps is not None or args.compute != "none"):
         raise ConfigError("--steps and --compute apply to --trace (a recorded program's kernel)")
     program_flags = [flag for flag, used in (("--knob", args.knob), ("--env-knob", args.env_knob),

@@ -14,6 +14,11 @@ item 4).
 5. print the time each step took against tuning the program directly: the kernel study's runs (search and
    walk-back) at the program's wall time per run, plus the same confirmation.
 
+With ``--kernel-command 'KERNEL ARGS'`` the kernel is that command (one ``iobo extract`` built, issue 29, or
+any program doing the program's I/O with less computation), run under the shim as ``--command`` is: step 1 is
+skipped and step 2 checks it against the program (:func:`iobo.replay.check.check_command`, saved as
+``<kernel>.check.json`` under ``--workdir``).
+
 When the recording fails, the kernel cannot be made, it fails its check or every kernel trial fails, it says
 why in one line and returns None: ``iobo tune`` then tunes the program itself as ``--command`` does (never worse
 than the program).
@@ -81,8 +86,26 @@ def tune_via_kernel(args, program, make_tuner) -> int | None:
 def _checked_kernel(args, program, seconds: dict[str, float]):
     """(the kernel's spec, the program's median wall seconds a run) after steps 1 and 2, or why there is none."""
     from iobo.cli.check import show
+
+    made = (_command_kernel_checked if args.kernel_command else _recorded_kernel_checked)(args, program, seconds)
+    if isinstance(made, str):
+        return made
+    kernel, result, saved = made
+    show(result, saved)
+    if not result["passed"]:
+        return f"its kernel failed the fidelity check: {'; '.join(result['failures'][:2])}"
+    return kernel, result["median_wall_s"]["program"]
+
+
+def _echo(line: str) -> None:
+    print(f"iobo check: {line}", file=sys.stderr, flush=True)
+
+
+def _recorded_kernel_checked(args, program, seconds: dict[str, float]):
+    """Steps 1 and 2: (the replay kernel's spec, its check's result, where that is stored), or why there is
+    none."""
     from iobo.replay.check import check
-    from iobo.replay.record import kernel_spec, record
+    from iobo.replay.record import check_path, kernel_spec, record
 
     workdir = Path(args.workdir).resolve()
     recorded = workdir / f"{program.name}-recorded"
@@ -102,15 +125,33 @@ def _checked_kernel(args, program, seconds: dict[str, float]):
     started = time.monotonic()
     try:
         kernel = kernel_spec(trace_path, ranks=args.ranks, params=list(program.params) if program.params else None)
-        result = check(trace_path, CHECK_CONFIGS, CHECK_REPEATS, None, launcher, args.timeout,
-                       echo=lambda line: print(f"iobo check: {line}", file=sys.stderr, flush=True))
+        result = check(trace_path, CHECK_CONFIGS, CHECK_REPEATS, None, launcher, args.timeout, echo=_echo)
     except IoboError as exc:
         return f"its kernel cannot be built or run: {_line(exc)}"
     seconds["check"] = time.monotonic() - started
-    show(result, trace_path)
-    if not result["passed"]:
-        return f"its kernel failed the fidelity check: {'; '.join(result['failures'][:2])}"
-    return kernel, result["median_wall_s"]["program"]
+    return kernel, result, check_path(trace_path)
+
+
+def _command_kernel_checked(args, program, seconds: dict[str, float]):
+    """Step 2 for ``--kernel-command`` (validated by ``iobo tune`` before anything ran): (its spec, tuning the
+    parameters the program does, its check's result, where that is stored), or why there is none."""
+    from iobo.kernels.command import CommandSpec
+    from iobo.replay.check import check_command
+
+    kernel = CommandSpec(args.kernel_command, params=program.params)
+    workdir = Path(args.workdir).resolve()
+    saved = workdir / f"{kernel.name}.check.json"
+    print(f"iobo tune --via-kernel: checking the kernel {kernel.template!r} against the program on {args.ranks} "
+          f"ranks", flush=True)
+    started = time.monotonic()
+    try:
+        result = check_command(program, kernel, args.ranks, saved, CHECK_CONFIGS, CHECK_REPEATS,
+                               workdir / f"{kernel.name}-check", common.launcher(args.mpiexec), args.timeout,
+                               echo=_echo)
+    except IoboError as exc:
+        return f"its kernel cannot be run: {_line(exc)}"
+    seconds["check"] = time.monotonic() - started
+    return kernel, result, saved
 
 
 def _confirm_on_program(args, program_tuner, kernel_tuner, kernel_study) -> None:

@@ -20,6 +20,11 @@ The result is stored next to the trace (``<trace>.check.json``,
 :func:`iobo.replay.record.check_path`); ``iobo tune --trace`` warns when it
 is missing, failed or of another recording.
 
+A kernel given as a command (an extracted kernel, ``iobo extract``; issue 29
+item 4) gets the same two steps against the program's command
+(:func:`check_command`, ``iobo check --command P --kernel-command K``): both
+are :func:`check_kernel`'s, for any two command specs.
+
 A trace made from a Darshan DXT log (:mod:`iobo.replay.darshan`) has no
 program here to run: :func:`check_log` runs its kernel once with the system
 default and compares its signature with the log's own counters, at the level
@@ -96,21 +101,48 @@ def check(trace_path: str | os.PathLike, configs: int = 4, repeats: int = 3, wor
     """Check the kernel of the trace at ``trace_path`` against its program (the module's steps 1 and 2), store the
     result at ``<trace>.check.json`` and return it. ``workdir``: where the kernel's trials write (default: the
     directory the program wrote into, the same file system); ``echo``: called with a line per run."""
-    from scipy.stats import spearmanr
+    from iobo.replay.record import check_path, kernel_spec, load_trace, program_spec, trace_digest
 
-    from iobo.launch import KernelJob, MpiexecLauncher, prepare_workdir, run_kernel
-    from iobo.replay.record import ProgramRun, check_path, kernel_spec, load_trace, program_spec, trace_digest
-    from iobo.replay.signature import compare, signature
-
-    if repeats < 1:
-        raise ConfigError(f"repeats (runs of each configuration on each side) must be >= 1; got {repeats}")
     trace = load_trace(trace_path)
     if trace.metadata.get("source") == DARSHAN_SOURCE:
         return check_log(trace_path, workdir, launcher, timeout_s, echo)
     ranks = trace.metadata["ranks"]
-    kernel = ProgramRun.of(kernel_spec(trace_path, ranks=ranks))
-    program = ProgramRun.of(program_spec(trace))
-    workdir = prepare_workdir(workdir or trace.workdir or trace.metadata["cwd"])
+    result = {
+        "trace": str(Path(trace_path).resolve()), "trace_sha256": trace_digest(trace_path),
+        **check_kernel(program_spec(trace), kernel_spec(trace_path, ranks=ranks), ranks, configs, repeats,
+                       workdir or trace.workdir or trace.metadata["cwd"], launcher, timeout_s, echo),
+    }
+    check_path(trace_path).write_text(json.dumps(result, indent=1, default=str) + "\n")
+    return result
+
+
+def check_command(program, kernel, ranks: int, saved: str | os.PathLike, configs: int = 4, repeats: int = 3,
+                  workdir: str | os.PathLike = "iobo-work", launcher=None, timeout_s: float = 600.0,
+                  echo=None) -> dict[str, Any]:
+    """Check a kernel given as a command (an extracted kernel, ``iobo extract``, or any program meant to do
+    ``program``'s I/O with less computation) against the program: the module's steps 1 and 2 on the two
+    :class:`iobo.kernels.command.CommandSpec` (each run with its ``{workdir}`` a directory of its own under
+    ``workdir``), stored at ``saved`` and returned."""
+    result = {"program_command": program.template, "kernel_command": kernel.template,
+              **check_kernel(program, kernel, ranks, configs, repeats, workdir, launcher, timeout_s, echo)}
+    Path(saved).write_text(json.dumps(result, indent=1, default=str) + "\n")
+    return result
+
+
+def check_kernel(program, kernel, ranks: int, configs: int, repeats: int, workdir: str | os.PathLike,
+                 launcher=None, timeout_s: float = 600.0, echo=None) -> dict[str, Any]:
+    """Steps 1 and 2 of the module for any two command specs (:class:`iobo.kernels.command.CommandSpec`),
+    ``program`` and its ``kernel``, on ``ranks`` ranks, their trials under ``workdir``; the result, not stored."""
+    from scipy.stats import spearmanr
+
+    from iobo.launch import KernelJob, MpiexecLauncher, prepare_workdir, run_kernel
+    from iobo.replay.record import ProgramRun
+    from iobo.replay.signature import compare, signature
+
+    if repeats < 1:
+        raise ConfigError(f"repeats (runs of each configuration on each side) must be >= 1; got {repeats}")
+    kernel, program = ProgramRun.of(kernel), ProgramRun.of(program)
+    workdir = prepare_workdir(workdir)
     launcher = launcher or MpiexecLauncher()
     chosen = configurations(kernel.space(), configs)
     say = echo or (lambda line: None)
@@ -149,16 +181,13 @@ def check(trace_path: str | os.PathLike, configs: int = 4, repeats: int = 3, wor
         correlation = None if rho != rho else float(rho)  # NaN when one side's speedups are all equal
     walls = {side: statistics.median(r["wall_s"] for name, _ in chosen for r in runs[name][side])
              for side in ("kernel", "program")}
-    result = {
+    return {
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "trace": str(Path(trace_path).resolve()), "trace_sha256": trace_digest(trace_path),
         "ranks": ranks, "repeats": repeats, "thresholds": THRESHOLDS,
         "signature": rows, "failures": failed, "passed": not failed,
         "configurations": results, "spearman": correlation,
         "median_wall_s": walls, "runs": runs,
     }
-    check_path(trace_path).write_text(json.dumps(result, indent=1, default=str) + "\n")
-    return result
 
 
 def check_log(trace_path: str | os.PathLike, workdir: str | os.PathLike | None = None, launcher=None,

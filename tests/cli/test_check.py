@@ -58,3 +58,42 @@ def test_a_check_of_another_recording_does_not_count(trace, capsys):
     """A check file whose digest is not the trace's (recorded again since) leaves the trace unchecked."""
     check_path(trace).write_text(json.dumps({"passed": True, "trace_sha256": "0" * 64}))
     assert "of another recording" in unchecked_reason(trace)
+
+
+def checkpoint_command(programs, checkpoints, sweeps):
+    """The checkpoint program writing ``checkpoints`` checkpoints of 1 MiB per rank in 4 collective slabs into its
+    {workdir}, ``sweeps`` Jacobi sweeps before each."""
+    return f"{programs['checkpoint']} {{workdir}}/ck {checkpoints} 1 4 {sweeps} collective"
+
+
+def test_a_kernel_given_as_a_command_is_checked_against_the_program(library, programs, scratch, capsys):
+    """--command with --kernel-command: the same check on two commands. The program with 1 sweep between its
+    checkpoints instead of 300 does the same I/O: a pass stored at --out, the kernel faster. With 2 checkpoints
+    instead of 3 it does not: a failure naming the HDF5 bytes (2 MiB vs 3 MiB a rank), exit 1."""
+    program = checkpoint_command(programs, 3, 300)
+    out_path = scratch / "faithful.check.json"
+    code, out, err = cli(capsys, "check", "--command", program, "--kernel-command", checkpoint_command(programs, 3, 1),
+                         "--ranks", RANKS, "--configs", 2, "--repeats", 1, "--workdir", scratch / "work",
+                         "--out", out_path)
+    assert code == 0, out + err
+    assert f"PASS: bytes per level within 0.1%, operation counts within 2%, same datasets and layouts; saved " \
+           f"{out_path}" in out
+    stored = json.loads(out_path.read_text())
+    assert stored["passed"] and stored["kernel_command"].endswith(" 3 1 4 1 collective")
+    assert stored["median_wall_s"]["kernel"] < stored["median_wall_s"]["program"]
+
+    code, out, err = cli(capsys, "check", "--command", program, "--kernel-command", checkpoint_command(programs, 2, 1),
+                         "--ranks", RANKS, "--configs", 1, "--repeats", 1, "--workdir", scratch / "work")
+    assert code == 1, out + err
+    mib = 2 ** 20
+    assert f"hdf5 write bytes: program {3 * mib * RANKS}, kernel {2 * mib * RANKS}" in out, out
+    assert not json.loads((scratch / "work" / "checkpoint.check.json").read_text())["passed"]
+
+
+@pytest.mark.parametrize("words, got", [(["--command", "x {workdir}"], "--command"),
+                                        (["--kernel-command", "x {workdir}"], "--kernel-command"),
+                                        ([], "none of them")])
+def test_check_needs_a_trace_or_both_commands(capsys, words, got):
+    code, _, err = cli(capsys, "check", *words)
+    assert code == 2 and ("check takes --trace TRACE, or --command 'PROGRAM ARGS' with --kernel-command 'KERNEL "
+                          f"ARGS'; got {got}") in err, err

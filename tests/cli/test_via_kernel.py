@@ -123,3 +123,36 @@ def test_via_kernel_tells_the_kernel_s_walk_back_the_pairs_of_the_program_s_conf
     walked = [t for t in kernel.trials if trials.role(t) == trials.ROLE_MINIMIZE]
     assert len(walked) == sum(2 * len(step.with_mb_per_s) for step in minimal.steps), minimal.describe()
     assert all(len(step.with_mb_per_s) <= 3 for step in minimal.steps)  # the budget of 0 s: first pairs only
+
+
+def test_a_kernel_command_that_fails_its_check_leaves_the_program_to_be_tuned_itself(library, programs, scratch,
+                                                                                     monkeypatch, capsys):
+    """--kernel-command: nothing is recorded, the given command is checked against the program; one that writes
+    2 checkpoints where the program writes 3 fails (its HDF5 bytes named) and the program itself is tuned."""
+    monkeypatch.chdir(scratch)
+    storage = f"sqlite:///{scratch / 'study.db'}"
+    kernel = f"{programs['checkpoint']} {{workdir}}/ck 2 1 4 1 collective"
+    code, out, err = tune_via_kernel(capsys, programs, storage, scratch / "work", 3, "--kernel-command", kernel,
+                                     "--trials", 4, "--params", PARAMS, "--no-minimize", "--confirm", 0)
+    assert code == 0, out + err
+    assert f"iobo tune --via-kernel: checking the kernel {kernel!r} against the program on {RANKS} ranks" in out
+    assert ("iobo tune --via-kernel: tuning the program itself: its kernel failed the fidelity check: hdf5 write "
+            f"bytes: program {3 * 2 ** 20 * RANKS}, kernel {2 * 2 ** 20 * RANKS}") in out, out
+    assert not (scratch / "work" / "checkpoint.trace.json").exists()
+    assert (scratch / "work" / "checkpoint.check.json").is_file()
+    assert optuna.get_all_study_names(storage) == ["checkpoint-2ranks"]
+    tuned = optuna.load_study(study_name="checkpoint-2ranks", storage=storage)
+    assert all(" 3 1 4 300 collective" in t.user_attrs["command"] for t in trials.tuning_trials(tuned))
+
+
+def test_a_kernel_command_is_only_for_via_kernel_and_must_be_runnable(capsys, scratch):
+    """Both refused before anything runs (no study is made)."""
+    storage = f"sqlite:///{scratch / 's.db'}"
+    code, _, err = cli(capsys, "tune", "--command", "x {workdir}", "--kernel-command", "y {workdir}",
+                       "--storage", storage)
+    assert code == 2 and "--kernel-command is the kernel --via-kernel tunes for the program of --command; got " \
+                         "it without --via-kernel" in err, err
+    code, _, err = cli(capsys, "tune", "--command", "x {workdir}", "--via-kernel", "--kernel-command",
+                       "mpiexec -n 2 ./kernel {workdir}", "--storage", storage)
+    assert code == 2 and "the command starts with the MPI launcher 'mpiexec'" in err, err
+    assert optuna.get_all_study_names(storage) == []
