@@ -15,7 +15,7 @@ from iobo.cli import common
 def add_parser(sub) -> None:
     p = sub.add_parser("check", help="compare a recorded trace's kernel with its program (signatures, speedups)")
     p.add_argument("--trace", help="the trace iobo record saved")
-    p.add_argument("--command", metavar="'PROGRAM ARGS'",
+    p.add_argument("--command", dest="program_command", metavar="'PROGRAM ARGS'",
                    help="with --kernel-command: the program, with {workdir} where it writes (as iobo tune's)")
     p.add_argument("--kernel-command", metavar="'KERNEL ARGS'",
                    help="with --command: the kernel to check, e.g. the one iobo extract built, with {workdir}")
@@ -38,7 +38,7 @@ def run(args) -> int:
 
     echo = lambda line: print(f"iobo check: {line}", file=sys.stderr, flush=True)  # noqa: E731
     launcher = common.launcher(args.mpiexec)
-    given = [flag for flag, value in (("--trace", args.trace), ("--command", args.command),
+    given = [flag for flag, value in (("--trace", args.trace), ("--command", args.program_command),
                                       ("--kernel-command", args.kernel_command)) if value is not None]
     if given not in (["--trace"], ["--command", "--kernel-command"]):
         raise ConfigError(f"check takes --trace TRACE, or --command 'PROGRAM ARGS' with --kernel-command 'KERNEL "
@@ -52,7 +52,7 @@ def run(args) -> int:
         from iobo.kernels.command import CommandSpec
         from iobo.replay.check import check_command
 
-        program, kernel = CommandSpec(args.command), CommandSpec(args.kernel_command)
+        program, kernel = CommandSpec(args.program_command), CommandSpec(args.kernel_command)
         workdir = Path(args.workdir or "iobo-work")
         workdir.mkdir(parents=True, exist_ok=True)
         saved = Path(args.out) if args.out else workdir / f"{kernel.name}.check.json"

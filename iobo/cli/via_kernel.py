@@ -140,6 +140,7 @@ def _command_kernel_checked(args, program, seconds: dict[str, float]):
 
     kernel = CommandSpec(args.kernel_command, params=program.params)
     workdir = Path(args.workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
     saved = workdir / f"{kernel.name}.check.json"
     print(f"iobo tune --via-kernel: checking the kernel {kernel.template!r} against the program on {args.ranks} "
           f"ranks", flush=True)
