@@ -1,0 +1,101 @@
+"""Which knob of a configuration does a replay kernel not reproduce? (issue 28, a diagnostic for the benchmark)
+
+Given a results file of :mod:`experiments.kernels.benchmark` (its ``<out>.json``: the program's command and the
+configurations it re-measured) and the benchmark's work directory (the trace ``via/<program>.trace.json``), runs
+the default, the named configuration whole and each of its changed knobs alone, on the program and on its replay
+kernel, one unrecorded warm-up run per side, then ``--rounds`` interleaved rounds in a shuffled (seeded) order.
+Prints each one's speedup over the default on both sides (medians) and their ratio, each side's noise (sd of
+log MB/s pooled within configurations) and the raw runs (MB/s); writes them to ``--out``.
+
+    .venv/bin/python -m experiments.kernels.ablate --results experiments/results/kernels-cans-e2e-seed2.json \\
+        --config 'search trial 10' --work /dev/shm/iobo-kernels-bench/cans-e2e-s2/cans --rounds 6 \\
+        --out experiments/results/kernels-cans-ablation.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+from pathlib import Path
+
+from experiments.harness.recording import machine
+from experiments.harness.runs import commit
+from experiments.kernels.benchmark import log_noise_sd
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", required=True, help="the benchmark's <out>.json")
+    parser.add_argument("--config", required=True, help="a configuration named in it")
+    parser.add_argument("--work", required=True, help="the benchmark's work directory (<--workdir>/<--name>)")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    commit_at_start, load_at_start = commit(), os.getloadavg()
+
+    from iobo.kernels.command import CommandSpec
+    from iobo.launch import KernelJob, run_kernel
+    from iobo.replay.record import kernel_spec
+
+    results = json.loads(Path(args.results).read_text())
+    default, whole = results["configs"]["default"], results["configs"][args.config]
+    changed = [name for name in whole if whole[name] != default.get(name)]
+    configs = {"default": default, f"{args.config} (all {len(changed)} changes)": whole}
+    configs.update({f"only {name}={whole[name]}": {**default, name: whole[name]} for name in changed})
+    program = CommandSpec(results["command"])
+    work = Path(args.work)
+    sides = {"program": program, "kernel": kernel_spec(work / "via" / f"{program.name}.trace.json", ranks=args.ranks)}
+    measure_dir = work / "ablate"
+    measure_dir.mkdir(exist_ok=True)
+
+    def run(side: str, values: dict) -> float:
+        spec = sides[side]
+        complete = spec.space().complete({k: v for k, v in values.items() if k in spec.space().names})
+        job = KernelJob(kernel=spec, values=complete, ranks=args.ranks, workdir=str(measure_dir), timeout_s=600)
+        return run_kernel(job)["mb_per_s"]
+
+    for side in sides:  # warm-up, unrecorded
+        run(side, default)
+    runs: dict[tuple[str, str], list[float]] = {(name, side): [] for name in configs for side in sides}
+    order, rng = list(runs), random.Random(args.seed)
+    for round_ in range(args.rounds):
+        rng.shuffle(order)
+        for name, side in order:
+            runs[name, side].append(run(side, configs[name]))
+        print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+
+    def speedup(name: str, side: str) -> float:
+        return statistics.median(runs[name, side]) / statistics.median(runs["default", side])
+
+    def noise(side: str) -> float:
+        return log_noise_sd([runs[name, side] for name in configs])
+
+    lines = [f"# experiments.kernels.ablate on {machine()}, commit {commit_at_start}",
+             f"# load average at start {', '.join(f'{v:.2f}' for v in load_at_start)}; at end "
+             f"{', '.join(f'{v:.2f}' for v in os.getloadavg())}",
+             f"# {args.config!r} of {args.results}, program {results['command']}, {args.ranks} ranks, "
+             f"{args.rounds} interleaved rounds after one warm-up run a side",
+             "",
+             f"{'configuration':<48} {'program':>8} {'kernel':>8} {'kernel/program':>15}"]
+    for name in configs:
+        p, k = speedup(name, "program"), speedup(name, "kernel")
+        lines.append(f"{name:<48} {p:>8.3f} {k:>8.3f} {k / p:>15.2f}")
+    lines += ["", f"noise, sd of log(MB/s) pooled within configurations: program {noise('program'):.3f}, "
+                  f"kernel {noise('kernel'):.3f}",
+              f"median MB/s of the default: program {statistics.median(runs['default', 'program']):.0f}, "
+              f"kernel {statistics.median(runs['default', 'kernel']):.0f}", "", "runs (MB/s):"]
+    lines += [f"  {name} on {side}: {', '.join(f'{v:.0f}' for v in runs[name, side])}" for name, side in runs]
+    text = "\n".join(lines)
+    print(text)
+    Path(args.out).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
