@@ -13,7 +13,8 @@ from iobo.cli import common
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("check", help="compare a recorded trace's kernel with its program (signatures, speedups)")
+    p = sub.add_parser("check", help="compare a kernel (a recorded trace's, or a command) with its program "
+                                     "(signatures, speedups)")
     p.add_argument("--trace", help="the trace iobo record saved")
     p.add_argument("--command", dest="program_command", metavar="'PROGRAM ARGS'",
                    help="with --kernel-command: the program, with {workdir} where it writes (as iobo tune's)")
