@@ -2,10 +2,12 @@
 
 Given a results file of :mod:`experiments.kernels.benchmark` (its ``<out>.json``: the program's command and the
 configurations it re-measured) and the benchmark's work directory (the trace ``via/<program>.trace.json``), runs
-the default, the named configuration whole and each of its changed knobs alone, on the program and on its replay
-kernel, one unrecorded warm-up run per side, then ``--rounds`` interleaved rounds in a shuffled (seeded) order.
-Prints each one's speedup over the default on both sides (medians) and their ratio, each side's noise (sd of
-log MB/s pooled within configurations) and the raw runs (MB/s); writes them to ``--out``.
+the default, the named configuration whole and (but with ``--whole-only``) each of its changed knobs alone, on the
+program, on its replay kernel and, with ``--compute C``, on the replay with the computation between calls
+(``recorded``: slept), one unrecorded warm-up run per side, then ``--rounds`` interleaved rounds in a shuffled
+(seeded) order. Prints each one's speedup over the default on every side (medians) and each kernel side's over the
+program's, each side's noise (sd of log MB/s pooled within configurations) and the raw runs (MB/s); writes them to
+``--out``.
 
     .venv/bin/python -m experiments.kernels.ablate --results experiments/results/kernels-cans-e2e-seed2.json \\
         --config 'search trial 10' --work /dev/shm/iobo-kernels-bench/cans-e2e-s2/cans --rounds 6 \\
@@ -35,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compute", default=None, metavar="recorded|scale=X",
+                        help="also a kernel side replaying the computation between calls so (slept)")
+    parser.add_argument("--whole-only", action="store_true", help="the default and the configuration, no knob alone")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     commit_at_start, load_at_start = commit(), os.getloadavg()
@@ -47,10 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     default, whole = results["configs"]["default"], results["configs"][args.config]
     changed = [name for name in whole if whole[name] != default.get(name)]
     configs = {"default": default, f"{args.config} (all {len(changed)} changes)": whole}
-    configs.update({f"only {name}={whole[name]}": {**default, name: whole[name]} for name in changed})
+    if not args.whole_only:
+        configs.update({f"only {name}={whole[name]}": {**default, name: whole[name]} for name in changed})
     program = CommandSpec(results["command"])
     work = Path(args.work)
-    sides = {"program": program, "kernel": kernel_spec(work / "via" / f"{program.name}.trace.json", ranks=args.ranks)}
+    trace = work / "via" / f"{program.name}.trace.json"
+    sides = {"program": program, "kernel": kernel_spec(trace, ranks=args.ranks)}
+    if args.compute:
+        sides[f"kernel --compute {args.compute}"] = kernel_spec(trace, compute=args.compute, ranks=args.ranks)
     measure_dir = work / "ablate"
     measure_dir.mkdir(exist_ok=True)
 
@@ -82,14 +91,17 @@ def main(argv: list[str] | None = None) -> int:
              f"# {args.config!r} of {args.results}, program {results['command']}, {args.ranks} ranks, "
              f"{args.rounds} interleaved rounds after one warm-up run a side",
              "",
-             f"{'configuration':<48} {'program':>8} {'kernel':>8} {'kernel/program':>15}"]
+             "speedup over the default on each side (medians), and each kernel side's over the program's:",
+             f"{'configuration':<48} " + " ".join(f"{side:>26}" for side in sides)]
     for name in configs:
-        p, k = speedup(name, "program"), speedup(name, "kernel")
-        lines.append(f"{name:<48} {p:>8.3f} {k:>8.3f} {k / p:>15.2f}")
-    lines += ["", f"noise, sd of log(MB/s) pooled within configurations: program {noise('program'):.3f}, "
-                  f"kernel {noise('kernel'):.3f}",
-              f"median MB/s of the default: program {statistics.median(runs['default', 'program']):.0f}, "
-              f"kernel {statistics.median(runs['default', 'kernel']):.0f}", "", "runs (MB/s):"]
+        p = speedup(name, "program")
+        lines.append(f"{name:<48} {p:>26.3f} " + " ".join(
+            f"{speedup(name, side):>13.3f} ({speedup(name, side) / p:.2f}x of p)" for side in sides if side != "program"))
+    lines += ["", "noise, sd of log(MB/s) pooled within configurations: "
+              + ", ".join(f"{side} {noise(side):.3f}" for side in sides),
+              "median MB/s of the default: "
+              + ", ".join(f"{side} {statistics.median(runs['default', side]):.0f}" for side in sides),
+              "", "runs (MB/s):"]
     lines += [f"  {name} on {side}: {', '.join(f'{v:.0f}' for v in runs[name, side])}" for name, side in runs]
     text = "\n".join(lines)
     print(text)
