@@ -26,7 +26,7 @@ from pathlib import Path
 
 from experiments.harness.recording import machine
 from experiments.harness.runs import commit
-from experiments.kernels.benchmark import log_noise_sd
+from experiments.kernels.benchmark import log_noise_sd, run_on
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +45,6 @@ def main(argv: list[str] | None = None) -> int:
     commit_at_start, load_at_start = commit(), os.getloadavg()
 
     from iobo.kernels.command import CommandSpec
-    from iobo.launch import KernelJob, run_kernel
     from iobo.replay.record import kernel_spec
 
     results = json.loads(Path(args.results).read_text())
@@ -64,10 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     measure_dir.mkdir(exist_ok=True)
 
     def run(side: str, values: dict) -> float:
-        spec = sides[side]
-        complete = spec.space().complete({k: v for k, v in values.items() if k in spec.space().names})
-        job = KernelJob(kernel=spec, values=complete, ranks=args.ranks, workdir=str(measure_dir), timeout_s=600)
-        return run_kernel(job)["mb_per_s"]
+        return run_on(sides[side], values, args.ranks, measure_dir)["mb_per_s"]
 
     for side in sides:  # warm-up, unrecorded
         run(side, default)

@@ -74,6 +74,16 @@ def tune(args, study: str, workdir: Path, log: Path, via_kernel: bool) -> float:
     return seconds
 
 
+def run_on(spec, values: dict, ranks: int, workdir: Path) -> dict:
+    """One run of ``spec`` (program or kernel) with ``values`` restricted to its space and completed with its
+    defaults, under ``workdir``: :func:`iobo.launch.run_kernel`'s outcome (``mb_per_s``, ``wall_seconds``...)."""
+    from iobo.launch import KernelJob, run_kernel
+
+    space = spec.space()
+    complete = space.complete({k: v for k, v in values.items() if k in space.names})
+    return run_kernel(KernelJob(kernel=spec, values=complete, ranks=ranks, workdir=str(workdir), timeout_s=600))
+
+
 def logged_seconds(log: Path) -> float | None:
     """The wall seconds :func:`tune` wrote in its log's second line (``# exit 0, 113.1 s``); None when there is
     no log (a tuning stopped by hand before :func:`tune` wrote it)."""
@@ -130,10 +140,7 @@ def searched_configs(storage: str, study_name: str, space, count: int) -> list[t
         values = space.complete({**space.default(), **{k: v for k, v in ran.items() if k in space.names}})
         distinct.setdefault(json.dumps(values, sort_keys=True, default=str), (trial.value, trial.number, values))
     ranked = sorted(distinct.values(), key=lambda item: item[0])
-    if len(ranked) <= count:
-        picked = ranked
-    else:
-        picked = [ranked[round(i * (len(ranked) - 1) / (count - 1))] for i in range(count)] if count > 1 else []
+    picked = ranked if len(ranked) <= count else [ranked[int(i)] for i in np.linspace(0, len(ranked) - 1, count).round()]
     return [(f"search trial {number}", values) for _, number, values in picked]
 
 
@@ -277,7 +284,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from iobo.errors import IoboError
     from iobo.kernels.command import CommandSpec
-    from iobo.launch import KernelJob, run_kernel
     from iobo.replay.check import SPREAD, configurations
     from iobo.replay.record import kernel_spec
     from iobo.replay.signature import render
@@ -298,17 +304,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.reuse_tuning:  # steps 1 and 2 done by an earlier run: their studies, logs and times
         seconds_via, seconds_direct = (logged_seconds(tuning_out.with_suffix(suffix))
                                        for suffix in (".via.log", ".direct.log"))
-        seconds_via += args.kernel_build_seconds if args.kernel_command else 0.0
         if not args.from_runs:
             subprocess.run(["rm", "-rf", str(work / "remeasure")], check=True)
     else:
         if work.exists():
             subprocess.run(["rm", "-rf", str(work)], check=True)
         work.mkdir(parents=True)
-        seconds_via = (tune(args, via_study, work / "via", out.with_suffix(".via.log"), via_kernel=True)
-                       + (args.kernel_build_seconds if args.kernel_command else 0.0))
+        seconds_via = tune(args, via_study, work / "via", out.with_suffix(".via.log"), via_kernel=True)
         seconds_direct = (logged_seconds(direct_log) if direct_log else
                           tune(args, direct_study, work / "direct", out.with_suffix(".direct.log"), via_kernel=False))
+    seconds_via += args.kernel_build_seconds if args.kernel_command else 0.0  # making the kernel is the route's
     program = CommandSpec(args.command)
     kernel_command = CommandSpec(args.kernel_command) if args.kernel_command else None
     trace_path = work / "via" / f"{program.name}.trace.json"
@@ -372,8 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         measure_dir.mkdir()
     for side, spec in list(sides.items()) if saved is None else []:  # warm-up, unrecorded; a side that cannot run is left out, with why
         try:
-            run_kernel(KernelJob(kernel=spec, values=spec.space().complete(default), ranks=args.ranks,
-                                 workdir=str(measure_dir), timeout_s=600))
+            run_on(spec, default, args.ranks, measure_dir)
         except IoboError as exc:
             if side == "program":
                 raise
@@ -390,11 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     for round_ in range(args.rounds if saved is None else 0):
         rng.shuffle(order)
         for name, side in order:
-            spec = sides[side]
-            values = spec.space().complete({k: v for k, v in configs[name].items() if k in spec.space().names})
             try:
-                outcome = run_kernel(KernelJob(kernel=spec, values=values, ranks=args.ranks,
-                                               workdir=str(measure_dir), timeout_s=600))
+                outcome = run_on(sides[side], configs[name], args.ranks, measure_dir)
             except IoboError as exc:
                 print(f"round {round_ + 1} {name} on {side}: failed: {str(exc).splitlines()[0]}", file=sys.stderr)
                 continue
@@ -407,9 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     def mbs(name, side):
         return [r["mb_per_s"] for r in runs[same_as.get(name, name), side]]
 
-    from scipy.stats import spearmanr
-
-    rows, kernel_speedups, program_speedups, ranked = [], [], [], []
+    rows, ranked = [], []
     nothing = (float("nan"),) * 3
     for name, values in configs.items():
         p = speedup_interval(mbs(name, "program"), mbs("default", "program"))
@@ -417,15 +416,14 @@ def main(argv: list[str] | None = None) -> int:
         text = changes(values, default) + (f" (= {same_as[name]}: the same runs)" if name in same_as else "")
         rows.append((name, text, p, k))
         if name != "default" and name not in same_as:
-            program_speedups.append(p[0])
-            kernel_speedups.append(k[0])
             ranked.append(name)
-    rho = float(spearmanr(kernel_speedups, program_speedups).statistic)
-    if "kernel" in sides:
-        rho_interval = spearman_interval([mbs(n, "kernel") for n in ranked], [mbs(n, "program") for n in ranked])
+    if "kernel" in sides:  # ranks of the medians: dividing by the default's does not change them
+        rho, rho_low, rho_high = spearman_interval([mbs(n, "kernel") for n in ranked],
+                                                   [mbs(n, "program") for n in ranked])
         reliability = {side: split_half_reliability([mbs(n, side) for n in ranked]) for side in ("program", "kernel")}
     else:
-        rho_interval, reliability = (rho, float("nan"), float("nan")), {"program": float("nan"), "kernel": float("nan")}
+        rho = rho_low = rho_high = float("nan")
+        reliability = {"program": float("nan"), "kernel": float("nan")}
     ceiling = math.sqrt(max(reliability["program"], 0) * max(reliability["kernel"], 0))
     wall_runs = {side: [r["wall_s"] for name in measured for r in runs[name, side]] for side in sides}
     walls = {side: median_interval(wall_runs[side]) for side in sides}
@@ -465,8 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, text, p, k in rows:
         lines.append(f"{name:<28} {p[0]:>7.3f} [{p[1]:.3f}-{p[2]:.3f}] {k[0]:>7.3f} [{k[1]:.3f}-{k[2]:.3f}]  {text}")
     lines += [
-        f"rank correlation (Spearman, {len(program_speedups)} configurations, each once, the default excluded): "
-        f"{rho:.3f} [95% bootstrap {rho_interval[1]:.3f}-{rho_interval[2]:.3f}] "
+        f"rank correlation (Spearman, {len(ranked)} configurations, each once, the default excluded): "
+        f"{rho:.3f} [95% bootstrap {rho_low:.3f}-{rho_high:.3f}] "
         f"(target >= 0.8: {'met' if rho >= 0.8 else 'NOT met'})",
         f"  at this noise each side ranks them alike twice (split-half, Spearman-Brown): program "
         f"{reliability['program']:.3f}, kernel {reliability['kernel']:.3f}; a kernel ranking exactly as the program "
@@ -503,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     out.with_suffix(".json").write_text(json.dumps({
         "name": args.name, "command": args.command, "source": args.source, "ranks": args.ranks,
         "configs": configs, "runs": {f"{n}|{s}": v for (n, s), v in runs.items()}, "spearman": rho,
-        "spearman_interval": rho_interval[1:], "split_half_reliability": reliability,
+        "spearman_interval": (rho_low, rho_high), "split_half_reliability": reliability,
         "load_at_start": load_at_start, "load_at_end": load_at_end,
         "seconds_via": seconds_via, "seconds_direct": seconds_direct, "check": check}, indent=1, default=str))
     return 0

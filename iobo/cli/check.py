@@ -37,7 +37,6 @@ def run(args) -> int:
     from iobo.errors import ConfigError
     from iobo.replay.record import check_path
 
-    echo = lambda line: print(f"iobo check: {line}", file=sys.stderr, flush=True)  # noqa: E731
     launcher = common.launcher(args.mpiexec)
     given = [flag for flag, value in (("--trace", args.trace), ("--command", args.program_command),
                                       ("--kernel-command", args.kernel_command)) if value is not None]
@@ -47,7 +46,7 @@ def run(args) -> int:
     if args.trace:
         from iobo.replay.check import check
 
-        result = check(args.trace, args.configs, args.repeats, args.workdir, launcher, args.timeout, echo=echo)
+        result = check(args.trace, args.configs, args.repeats, args.workdir, launcher, args.timeout, echo=echo_run)
         saved = check_path(args.trace)
     else:
         from iobo.kernels.command import CommandSpec
@@ -58,9 +57,14 @@ def run(args) -> int:
         workdir.mkdir(parents=True, exist_ok=True)
         saved = Path(args.out) if args.out else workdir / f"{kernel.name}.check.json"
         result = check_command(program, kernel, args.ranks, saved, args.configs, args.repeats, workdir, launcher,
-                               args.timeout, echo=echo)
+                               args.timeout, echo=echo_run)
     show(result, saved)
     return 0 if result["passed"] else 1
+
+
+def echo_run(line: str) -> None:
+    """A check's line for one run, to stderr as it happens."""
+    print(f"iobo check: {line}", file=sys.stderr, flush=True)
 
 
 def show(result, saved) -> None:

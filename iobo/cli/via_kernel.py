@@ -26,7 +26,6 @@ than the program).
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -97,13 +96,10 @@ def _checked_kernel(args, program, seconds: dict[str, float]):
     return kernel, result["median_wall_s"]["program"]
 
 
-def _echo(line: str) -> None:
-    print(f"iobo check: {line}", file=sys.stderr, flush=True)
-
-
 def _recorded_kernel_checked(args, program, seconds: dict[str, float]):
     """Steps 1 and 2: (the replay kernel's spec, its check's result, where that is stored), or why there is
     none."""
+    from iobo.cli.check import echo_run
     from iobo.replay.check import check
     from iobo.replay.record import check_path, kernel_spec, record
 
@@ -125,7 +121,7 @@ def _recorded_kernel_checked(args, program, seconds: dict[str, float]):
     started = time.monotonic()
     try:
         kernel = kernel_spec(trace_path, ranks=args.ranks, params=list(program.params) if program.params else None)
-        result = check(trace_path, CHECK_CONFIGS, CHECK_REPEATS, None, launcher, args.timeout, echo=_echo)
+        result = check(trace_path, CHECK_CONFIGS, CHECK_REPEATS, None, launcher, args.timeout, echo=echo_run)
     except IoboError as exc:
         return f"its kernel cannot be built or run: {_line(exc)}"
     seconds["check"] = time.monotonic() - started
@@ -136,6 +132,7 @@ def _command_kernel_checked(args, program, seconds: dict[str, float]):
     """Step 2 for ``--kernel-command`` (validated by ``iobo tune`` before anything ran): (its spec, tuning the
     parameters the program does, its check's result, where that is stored), or why there is none."""
     from iobo.kernels.command import CommandSpec
+    from iobo.cli.check import echo_run
     from iobo.replay.check import check_command
 
     kernel = CommandSpec(args.kernel_command, params=program.params)
@@ -148,7 +145,7 @@ def _command_kernel_checked(args, program, seconds: dict[str, float]):
     try:
         result = check_command(program, kernel, args.ranks, saved, CHECK_CONFIGS, CHECK_REPEATS,
                                workdir / f"{kernel.name}-check", common.launcher(args.mpiexec), args.timeout,
-                               echo=_echo)
+                               echo=echo_run)
     except IoboError as exc:
         return f"its kernel cannot be run: {_line(exc)}"
     seconds["check"] = time.monotonic() - started
