@@ -4,10 +4,12 @@ Given a results file of :mod:`experiments.kernels.benchmark` (its ``<out>.json``
 configurations it re-measured) and the benchmark's work directory (the trace ``via/<program>.trace.json``), runs
 the default, the named configuration whole and (but with ``--whole-only``) each of its changed knobs alone, on the
 program, on its replay kernel and, with ``--compute C``, on the replay with the computation between calls
-(``recorded``: slept), one unrecorded warm-up run per side, then ``--rounds`` interleaved rounds in a shuffled
-(seeded) order. Prints each one's speedup over the default on every side (medians) and each kernel side's over the
-program's, each side's noise (sd of log MB/s pooled within configurations) and the raw runs (MB/s); writes them to
-``--out``.
+(``recorded``: slept), and with ``--pinned-allocator`` on the program with the C library's allocator pinned
+(``GLIBC_TUNABLES``: mmap threshold 32 MiB, trim threshold 64 MiB, so that no free moves them and the heap is not
+trimmed), one unrecorded warm-up run per side, then ``--rounds`` interleaved rounds in a shuffled (seeded) order.
+Prints each one's speedup over the default on every side (medians, with their 95% bootstrap interval) and each
+other side's over the program's, each side's noise (sd of log MB/s pooled within configurations) and the raw runs
+(MB/s); writes them to ``--out``.
 
     .venv/bin/python -m experiments.kernels.ablate --results experiments/results/kernels-cans-e2e-seed2.json \\
         --config 'search trial 10' --work /dev/shm/iobo-kernels-bench/cans-e2e-s2/cans --rounds 6 \\
@@ -28,6 +30,9 @@ from experiments.harness.recording import machine
 from experiments.harness.runs import commit
 from experiments.kernels.benchmark import log_noise_sd, run_on
 
+PINNED_ALLOCATOR = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864"
+"""glibc's allocator with fixed thresholds: its mmap threshold no longer follows the largest block freed."""
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -39,12 +44,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--compute", default=None, metavar="recorded|scale=X",
                         help="also a kernel side replaying the computation between calls so (slept)")
+    parser.add_argument("--pinned-allocator", action="store_true",
+                        help="also a program side with the allocator's thresholds pinned (GLIBC_TUNABLES)")
     parser.add_argument("--whole-only", action="store_true", help="the default and the configuration, no knob alone")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     commit_at_start, load_at_start = commit(), os.getloadavg()
 
     from iobo.kernels.command import CommandSpec
+    from iobo.measure import speedup_interval
     from iobo.replay.record import kernel_spec
 
     results = json.loads(Path(args.results).read_text())
@@ -59,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     sides = {"program": program, "kernel": kernel_spec(trace, ranks=args.ranks)}
     if args.compute:
         sides[f"kernel --compute {args.compute}"] = kernel_spec(trace, compute=args.compute, ranks=args.ranks)
+    if args.pinned_allocator:
+        sides["program, allocator pinned"] = CommandSpec(f"env GLIBC_TUNABLES={PINNED_ALLOCATOR} "
+                                                         f"{results['command']}")
     measure_dir = work / "ablate"
     measure_dir.mkdir(exist_ok=True)
 
@@ -78,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     def speedup(name: str, side: str) -> float:
         return statistics.median(runs[name, side]) / statistics.median(runs["default", side])
 
+    def shown(name: str, side: str) -> str:
+        """The speedup with its 95% bootstrap interval (none for the default itself)."""
+        interval = speedup_interval(runs["default", side], runs[name, side]) if name != "default" else None
+        return f"{speedup(name, side):.3f}" + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
+
     def noise(side: str) -> float:
         return log_noise_sd([runs[name, side] for name in configs])
 
@@ -91,8 +107,9 @@ def main(argv: list[str] | None = None) -> int:
              f"{'configuration':<48} " + " ".join(f"{side:>26}" for side in sides)]
     for name in configs:
         p = speedup(name, "program")
-        lines.append(f"{name:<48} {p:>26.3f} " + " ".join(
-            f"{speedup(name, side):>13.3f} ({speedup(name, side) / p:.2f}x of p)" for side in sides if side != "program"))
+        lines.append(f"{name:<48} {shown(name, 'program'):>26} " + " ".join(
+            f"{shown(name, side) + f' ({speedup(name, side) / p:.2f}x of p)':>26}" for side in sides
+            if side != "program"))
     lines += ["", "noise, sd of log(MB/s) pooled within configurations: "
               + ", ".join(f"{side} {noise(side):.3f}" for side in sides),
               "median MB/s of the default: "

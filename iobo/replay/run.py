@@ -30,7 +30,12 @@ measures them exactly as on the program:
   ``writev``, ``read`` and ``readv`` at the recorded file position: ``lseek`` is
   not traced, so the replay seeks there first).
 
-Data is a fixed byte pattern, one buffer per size. Paths with ``{workdir}``
+Data is a fixed byte pattern, one buffer per size, and reads land in one zeroed buffer per size: both mapped
+outside the C heap (``mmap``), as a program's large arrays are, and made once. The C library's allocator then
+serves HDF5's and MPI-IO's own buffers (type conversion, data sieving, collective buffering) from a heap that grows
+and is trimmed as the program's does; that growth (page faults) and trimming are part of what a configuration
+costs (on CaNS a configuration whose smaller buffers keep the allocator trimming the heap at every file cost the
+program 0.71x and the replay, its data on the heap, 1.00x: experiments/results/kernels-cans-allocator.txt). Paths with ``{workdir}``
 go under ``--workdir``; files the program wrote elsewhere go under
 ``DIR/outside/`` (their absolute path below it), files it read elsewhere are
 read where they are. Failed calls and calls on handles the trace never saw
@@ -54,6 +59,7 @@ import argparse
 import ctypes
 import json
 import math
+import mmap
 import os
 import sys
 import time
@@ -99,6 +105,11 @@ def approximated_selection(event: dict[str, Any]) -> bool:
     return any(sel and sel.get("kind") not in REGULAR_SELECTIONS for sel in selections)
 
 
+def address(view: memoryview) -> ctypes.c_void_p:
+    """The address of a writable buffer (one of the replay's, alive as long as the replay)."""
+    return ctypes.c_void_p(ctypes.addressof(ctypes.c_char.from_buffer(view)))
+
+
 def compute_factor(text: str) -> float:
     """The --compute option as a factor on the recorded gaps: none 0, recorded 1, scale=X X."""
     if text == "none":
@@ -127,7 +138,11 @@ class Replayer:
 
         self.MPI, self.comm, self.workdir, self.program_workdir = MPI, comm, workdir, program_workdir
         self.objects: dict[str, dict[int, Any]] = {k: {} for k in ("file", "dset", "attr", "fh", "fd")}
-        self.buffers: dict[int, Any] = {}
+        self.buffers: dict[int, memoryview] = {}  # the data written, by size
+        self.landings: dict[int, memoryview] = {}  # where reads land, by size
+        self.libc = ctypes.CDLL(None, use_errno=True)  # read and pread into a landing (os.read allocates)
+        for call in (self.libc.read, self.libc.pread):
+            call.restype = ctypes.c_ssize_t
         self.bytes = {level: {"write": 0, "read": 0} for level in LEVELS}
         self.calls: Counter = Counter()
         self.not_replayed: Counter = Counter()
@@ -154,11 +169,20 @@ class Replayer:
             self.approximated.append(text)
 
     def buffer(self, size: int) -> memoryview:
-        """A read-only byte pattern of ``size`` bytes (at least 1), made once per size."""
+        """The byte pattern of ``size`` bytes (at least 1) to write, mapped outside the heap, made once per size."""
         if size not in self.buffers:
-            length = max(size, 1)
-            self.buffers[size] = memoryview((PATTERN * (length // len(PATTERN) + 1))[:length])
+            block = mmap.mmap(-1, max(size, 1))
+            for offset in range(0, len(block), len(PATTERN)):
+                piece = PATTERN[:len(block) - offset]
+                block[offset:offset + len(piece)] = piece
+            self.buffers[size] = memoryview(block)
         return self.buffers[size]
+
+    def landing(self, size: int) -> memoryview:
+        """A buffer of ``size`` bytes (at least 1) to read into, mapped outside the heap, made once per size."""
+        if size not in self.landings:
+            self.landings[size] = memoryview(mmap.mmap(-1, max(size, 1)))
+        return self.landings[size]
 
     def communicator(self, procs: int | None):
         """The communicator of an open by ``procs`` processes: all ranks, or this one alone."""
@@ -377,7 +401,7 @@ class Replayer:
                 if write:
                     h5.H5Dwrite(dset, mtype, mspace, fspace, dxpl, self.c_buffer(size))
                 else:
-                    h5.H5Dread(dset, mtype, mspace, fspace, dxpl, ctypes.create_string_buffer(size))
+                    h5.H5Dread(dset, mtype, mspace, fspace, dxpl, address(self.landing(size)))
             finally:
                 if dxpl != DEFAULT:
                     h5.H5Pclose(dxpl)
@@ -388,8 +412,7 @@ class Replayer:
 
     def c_buffer(self, size: int):
         """:meth:`buffer` as a C pointer (it stays alive in :attr:`buffers`)."""
-        view = self.buffer(size)
-        return ctypes.cast(ctypes.c_char_p(view.obj), ctypes.c_void_p)
+        return address(self.buffer(size))
 
     def _H5Dwrite(self, event):
         self._dataset_io(event, True)
@@ -419,7 +442,7 @@ class Replayer:
         type_id, space = h5.H5Aget_type(attr), h5.H5Aget_space(attr)
         try:
             size = h5.H5Sget_simple_extent_npoints(space) * h5.H5Tget_size(type_id)
-            h5.H5Awrite(attr, type_id, ctypes.create_string_buffer(max(size, 1)))
+            h5.H5Awrite(attr, type_id, self.c_buffer(size))
         finally:
             h5.H5Tclose(type_id)
             h5.H5Sclose(space)
@@ -506,7 +529,7 @@ class Replayer:
         op = event["op"][len("MPI_File_"):].removesuffix("_c")  # an MPI-4 large-count twin: mpi4py picks it itself
         method = getattr(self.objects["fh"][event["fh"]], op[0].upper() + op[1:])
         size = event.get("bytes") or 0
-        buffer = self.buffer(size) if direction_of(event["op"]) == "write" else bytearray(size)
+        buffer = self.buffer(size) if direction_of(event["op"]) == "write" else self.landing(size)
         message = [buffer, size, self.MPI.BYTE]
         result = method(event["offset"], message) if event.get("offset") is not None else method(message)
         if op.startswith("i"):
@@ -554,16 +577,24 @@ class Replayer:
         os.pwrite(self.objects["fd"][event["fd"]], self.buffer(event["bytes"])[:event["bytes"]], event["offset"])
 
     def _read(self, event):  # as many bytes asked as the program asked (a read at the file's end returns fewer)
-        os.read(self._position(event), event.get("count", event["bytes"]))
+        size = event.get("count", event["bytes"])
+        self._posix_read(self.libc.read, self._position(event), size)
 
     def _pread(self, event):
-        os.pread(self.objects["fd"][event["fd"]], event.get("count", event["bytes"]), event["offset"])
+        size = event.get("count", event["bytes"])
+        self._posix_read(self.libc.pread, self.objects["fd"][event["fd"]], size, ctypes.c_int64(event["offset"]))
+
+    def _posix_read(self, call, fd: int, size: int, *offset) -> None:
+        """``read``/``pread`` of the C library into :meth:`landing` (``os.read`` would allocate ``size`` bytes)."""
+        if call(fd, address(self.landing(size)), ctypes.c_size_t(size), *offset) < 0:
+            error = ctypes.get_errno()
+            raise OSError(error, os.strerror(error))
 
     def _segments(self, event, size: int, writing: bool) -> list:
         """A vectored call's buffers: ``size`` bytes split evenly over the recorded ``segments`` (at least 1)."""
         count = max(int(event.get("segments") or 1), 1)
         sizes = [size // count + (1 if i < size % count else 0) for i in range(count)]
-        return [self.buffer(n)[:n] if writing else bytearray(n) for n in sizes]
+        return [self.buffer(n)[:n] if writing else self.landing(n)[:n] for n in sizes]
 
     def _writev(self, event):
         os.writev(self._position(event), self._segments(event, event["bytes"], writing=True))
