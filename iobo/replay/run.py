@@ -34,8 +34,8 @@ Data is a fixed byte pattern, one buffer per size, and reads land in one zeroed 
 outside the C heap (``mmap``), as a program's large arrays are, and made once. The C library's allocator then
 serves HDF5's and MPI-IO's own buffers (type conversion, data sieving, collective buffering) from a heap that grows
 and is trimmed as the program's does; that growth (page faults) and trimming are part of what a configuration
-costs (on CaNS a configuration whose smaller buffers keep the allocator trimming the heap at every file cost the
-program 0.71x and the replay, its data on the heap, 1.00x: experiments/results/kernels-cans-allocator.txt). Paths with ``{workdir}``
+costs (a configuration of smaller buffers can leave glibc's mmap threshold low and the heap trimmed at every
+file: experiments/results/kernels-cans-allocator.txt). Paths with ``{workdir}``
 go under ``--workdir``; files the program wrote elsewhere go under
 ``DIR/outside/`` (their absolute path below it), files it read elsewhere are
 read where they are. Failed calls and calls on handles the trace never saw

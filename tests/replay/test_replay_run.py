@@ -151,3 +151,51 @@ def test_large_count_mpiio_calls_are_replayed(library, scratch):
 
     assert report["levels"]["mpiio"]["write"]["calls"] == 4 * RANKS
     assert report["bytes_written"] == RANKS * (3 * 65536 + 4096) and printed["not_replayed"] == {}
+
+
+ALLOCATOR_PROBE = r'''
+import ctypes, json, os, sys
+from pathlib import Path
+from mpi4py import MPI
+from iobo.replay.run import Replayer
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+size, work = int(sys.argv[1]), Path(sys.argv[2])
+replayer = Replayer(MPI.COMM_WORLD, work, None)
+fd = os.open(work / "data", os.O_CREAT | os.O_RDWR, 0o644)
+replayer.objects["fd"][3] = fd
+before = libc.mallinfo2()
+replayer.replay({"op": "pwrite", "fd": 3, "bytes": size, "offset": 0})
+replayer.replay({"op": "pread", "fd": 3, "bytes": size, "offset": 0})
+replayer.replay({"op": "read", "fd": 3, "bytes": size, "offset": 0})
+after = libc.mallinfo2()
+probe = libc.malloc(size // 2)
+probed = libc.mallinfo2()
+libc.free(probe)
+print(json.dumps({"held": after.arena + after.hblkhd - before.arena - before.hblkhd,
+                  "probe_mapped": probed.hblkhd - after.hblkhd >= size // 2,
+                  "read_back": os.path.getsize(work / "data"), "calls": dict(replayer.calls)}))
+'''
+
+
+def test_the_replay_keeps_its_data_off_the_heap_and_leaves_the_allocator_as_a_program_would(scratch):
+    """The data a replay writes and reads lives outside the C allocator (as a program's large arrays do), and no
+    read allocates its bytes: glibc raises its mmap threshold to the size of any mapped block freed (mallopt(3)),
+    and a replay that did so would serve HDF5's and MPI-IO's buffers from a heap the program does not have."""
+    size = 16 << 20
+    done = subprocess.run(["mpiexec.mpich", "-n", "1", sys.executable, "-c", ALLOCATOR_PROBE, str(size),
+                           str(scratch)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["calls"] == {"pwrite": 1, "pread": 1, "read": 1}
+    assert seen["read_back"] == size
+    assert seen["held"] < size // 4, f"the replay's buffers took {seen['held']} bytes from the C allocator"
+    assert seen["probe_mapped"], "a read moved the allocator's mmap threshold: a block of 8 MiB came from the heap"
