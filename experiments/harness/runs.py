@@ -74,13 +74,15 @@ def median_iqr(values: Sequence[float], budget: int) -> str:
 
 
 def commit() -> str:
-    """The checked-out commit, short, plus ``-dirty`` when tracked files have uncommitted changes (the
-    script that wrote a report may then differ from the commit's); empty outside a git checkout.  For a
-    report's first line."""
+    """The checked-out commit, short, plus ``-dirty`` when tracked files outside ``experiments/results/`` have
+    uncommitted changes (the script that wrote a report may then differ from the commit's; an earlier run's
+    results being written does not change the script); empty outside a git checkout.  For a report's first
+    line."""
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     if not head:
         return ""
-    changes = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    changes = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                              ":(exclude)experiments/results"], capture_output=True, text=True)
     return head + ("-dirty" if changes.stdout.strip() else "")
 
 
