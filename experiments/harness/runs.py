@@ -81,8 +81,8 @@ def commit() -> str:
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     if not head:
         return ""
-    changes = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-                              ":(exclude)experiments/results"], capture_output=True, text=True)
+    changes = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":/",
+                              ":(top,exclude)experiments/results"], capture_output=True, text=True)
     return head + ("-dirty" if changes.stdout.strip() else "")
 
 

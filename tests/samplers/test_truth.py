@@ -79,10 +79,15 @@ def test_a_results_header_marks_a_dirty_tree(tmp_path, monkeypatch):
     git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)  # noqa: E731
     git("init", "-q")
     (tmp_path / "script.py").write_text("x = 1\n")
-    git("add", "script.py")
+    (tmp_path / "experiments" / "results").mkdir(parents=True)
+    (tmp_path / "experiments" / "results" / "run.txt").write_text("one\n")
+    git("add", "script.py", "experiments")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
     monkeypatch.chdir(tmp_path)
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    assert commit() == head
+    (tmp_path / "experiments" / "results" / "run.txt").write_text("two\n")  # an earlier run's results, rewritten
+    monkeypatch.chdir(tmp_path / "experiments")
     assert commit() == head
     (tmp_path / "script.py").write_text("x = 2\n")
     assert commit() == f"{head}-dirty"
