@@ -34,8 +34,7 @@ Data is a fixed byte pattern, one buffer per size, and reads land in one zeroed 
 outside the C heap (``mmap``), as a program's large arrays are, and made once. The C library's allocator then
 serves HDF5's and MPI-IO's own buffers (type conversion, data sieving, collective buffering) from a heap that grows
 and is trimmed as the program's does; that growth (page faults) and trimming are part of what a configuration
-costs (a configuration of smaller buffers can leave glibc's mmap threshold low and the heap trimmed at every
-file: experiments/results/kernels-cans-allocator.txt). Paths with ``{workdir}``
+costs (experiments/results/kernels-cans-allocator.txt). Paths with ``{workdir}``
 go under ``--workdir``; files the program wrote elsewhere go under
 ``DIR/outside/`` (their absolute path below it), files it read elsewhere are
 read where they are. Failed calls and calls on handles the trace never saw
