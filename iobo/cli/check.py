@@ -77,6 +77,8 @@ def show(result, saved) -> None:
         return
     print("I/O signature, default configuration (error: |kernel - program| / program):")
     print(render(result["signature"]))
+    if result.get("kernel_counts"):  # a kernel with reduced loops: what stands for the program's counts
+        print(f"the kernel's counts are its reduced run's estimated back to the program's: {result['kernel_counts']}")
     print()
     print(f"{'configuration':<30} {'program':>9} {'kernel':>9}   (speedup over the default, median of "
           f"{result['repeats']})")

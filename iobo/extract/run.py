@@ -27,19 +27,19 @@ def _variables(**values):
                 os.environ[name] = value
 
 
-def run_once(template: str, ranks: int = 2, workdir: str | os.PathLike | None = None, launcher=None,
+def run_once(template, ranks: int = 2, workdir: str | os.PathLike | None = None, launcher=None,
              timeout_s: float = 3600.0, gate: tuple[int, int] | None = None) -> dict:
-    """Run ``template`` (``{workdir}`` for the run's own directory under ``workdir``, default a temporary one)
-    with the system default configuration (``gate``: (N, k), a kernel's gate N keeps 1 in k of its runs for
-    this run); a failed run raises :class:`iobo.errors.KernelError` with its command, exit code and output
-    tails."""
+    """Run ``template`` (a command template, ``{workdir}`` for the run's own directory under ``workdir``, default
+    a temporary one; or a :class:`iobo.kernels.command.CommandSpec`, its directory and name kept) with the system
+    default configuration (``gate``: (N, k), a kernel's gate N keeps 1 in k of its runs for this run); a failed
+    run raises :class:`iobo.errors.KernelError` with its command, exit code and output tails."""
     from iobo.extract.helper import COUNTS_VARIABLE, GATE_VARIABLE
     from iobo.extract.scaling import read_counts, scale
     from iobo.kernels.command import CommandSpec
     from iobo.launch import KernelJob, MpiexecLauncher, run_kernel
     from iobo.replay.record import ProgramRun
 
-    spec = ProgramRun.of(CommandSpec(template))
+    spec = ProgramRun.of(template if isinstance(template, CommandSpec) else CommandSpec(template))
     with tempfile.TemporaryDirectory(prefix="iobo-extract-") as scratch:
         counts_dir = os.path.join(scratch, "loops")
         os.mkdir(counts_dir)
@@ -51,7 +51,7 @@ def run_once(template: str, ranks: int = 2, workdir: str | os.PathLike | None = 
         return {**outcome, "loops": loops, "scale": scale(loops)}
 
 
-def run_scaled(template: str, ranks: int = 2, workdir: str | os.PathLike | None = None, launcher=None,
+def run_scaled(template, ranks: int = 2, workdir: str | os.PathLike | None = None, launcher=None,
                timeout_s: float = 3600.0) -> dict:
     """:func:`run_once`, with ``signature`` (the run's I/O signature), ``estimate`` (the program's: the same when
     nothing was skipped; else from one more run per gate that skipped runs, that gate alone running its first

@@ -23,7 +23,11 @@ is missing, failed or of another recording.
 A kernel given as a command (an extracted kernel, ``iobo extract``; issue 29
 item 4) gets the same two steps against the program's command
 (:func:`check_command`, ``iobo check --command P --kernel-command K``): both
-are :func:`check_kernel`'s, for any two command specs.
+are :func:`check_kernel`'s, for any two command specs. The kernel's signature is
+the program's it stands for: a kernel built with ``--reduce-loops k`` does 1 in
+k of the I/O its loops repeat, and its counts are estimated back to the
+program's (:func:`iobo.extract.run.run_scaled`: one more run per gate that
+skipped runs), its bandwidth and wall time taken from the reduced run.
 
 A trace made from a Darshan DXT log (:mod:`iobo.replay.darshan`) has no
 program here to run: :func:`check_log` runs its kernel once with the system
@@ -135,6 +139,7 @@ def check_kernel(program, kernel, ranks: int, configs: int, repeats: int, workdi
     ``program`` and its ``kernel``, on ``ranks`` ranks, their trials under ``workdir``; the result, not stored."""
     from scipy.stats import spearmanr
 
+    from iobo.extract.run import run_scaled
     from iobo.launch import KernelJob, MpiexecLauncher, prepare_workdir, run_kernel
     from iobo.replay.record import ProgramRun
     from iobo.replay.signature import compare, signature
@@ -155,8 +160,11 @@ def check_kernel(program, kernel, ranks: int, configs: int, repeats: int, workdi
         return outcome
 
     default = chosen[0][1]
-    first = {side: run(spec, default, f"{side} default") for side, spec in (("program", program), ("kernel", kernel))}
-    rows = compare(signature(first["program"]["report"]), signature(first["kernel"]["report"]))
+    first = {"program": run(program, default, "program default")}
+    # the system default is the space's default (what chosen[0] is), so run_scaled's default runs are step 1's
+    first["kernel"] = scaled = run_scaled(kernel, ranks, workdir, launcher, timeout_s)
+    say(f"kernel default: {scaled['mb_per_s']:.4g} MB/s, {scaled['wall_seconds']:.3g} s")
+    rows = compare(signature(first["program"]["report"]), scaled["estimate"])
     failed = failures(rows)
 
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {name: {"program": [], "kernel": []} for name, _ in chosen}
@@ -185,6 +193,7 @@ def check_kernel(program, kernel, ranks: int, configs: int, repeats: int, workdi
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "ranks": ranks, "repeats": repeats, "thresholds": THRESHOLDS,
         "signature": rows, "failures": failed, "passed": not failed,
+        "kernel_counts": None if scaled["scale"] == 1.0 else scaled["how"],
         "configurations": results, "spearman": correlation,
         "median_wall_s": walls, "runs": runs,
     }

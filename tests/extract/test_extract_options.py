@@ -374,3 +374,26 @@ def test_a_dump_through_its_own_rows_is_reduced(library, scratch, capsys):
     ours = run_scaled(f"{scratch / 'rows-kernel' / 'kernel'} {{workdir}}/out 100", 2)
     rows = compare(theirs, ours["estimate"])
     assert failures(rows) == [], render(rows)
+
+
+def test_a_reduced_kernel_passes_the_check_against_its_program(library, programs, scratch, capsys):
+    """``iobo check --command P --kernel-command K`` on a kernel built with ``--reduce-loops``: its counts are
+    estimated back to the program's (one more run per gate) before the signatures are compared, so 1 in 4
+    checkpoints written stands for all 8; its wall time is the reduced run's."""
+    kernel_dir = scratch / "reduced"
+    cli(capsys, SOURCES / "checkpoint.c", "-o", kernel_dir, "--reduce-loops", 4, "--", "-Wall", "-Werror")
+    args = "{workdir}/ck 8 1 2 1"
+    out_file = scratch / "check.json"
+    code = main(["check", "--command", f"{programs['checkpoint']} {args}", "--kernel-command",
+                 f"{kernel_dir / 'kernel'} {args}", "--ranks", "2", "--configs", "1", "--repeats", "1",
+                 "--workdir", str(scratch / "work"), "--out", str(out_file)])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert "the kernel's counts are its reduced run's estimated back to the program's: extrapolated per gate" \
+        in out, out
+    assert "PASS: bytes per level within 0.1%, operation counts within 2%" in out, out
+    import json
+
+    stored = json.loads(out_file.read_text())
+    rows = {row["what"]: row for row in stored["signature"]}
+    assert rows["hdf5 files"]["program"] == 16 and rows["hdf5 files"]["kernel"] == 16
