@@ -19,6 +19,7 @@ ranks under the shim.
   path, and mixed.c's input is read where it is.
 """
 
+import json
 import math
 import os
 import subprocess
@@ -392,8 +393,6 @@ def test_a_reduced_kernel_passes_the_check_against_its_program(library, programs
     assert "the kernel's counts are its reduced run's estimated back to the program's: extrapolated per gate" \
         in out, out
     assert "PASS: bytes per level within 0.1%, operation counts within 2%" in out, out
-    import json
-
     stored = json.loads(out_file.read_text())
     rows = {row["what"]: row for row in stored["signature"]}
     assert rows["hdf5 files"]["program"] == 16 and rows["hdf5 files"]["kernel"] == 16
