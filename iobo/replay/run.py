@@ -171,9 +171,12 @@ class Replayer:
         """The byte pattern of ``size`` bytes (at least 1) to write, mapped outside the heap, made once per size."""
         if size not in self.buffers:
             block = mmap.mmap(-1, max(size, 1))
-            for offset in range(0, len(block), len(PATTERN)):
-                piece = PATTERN[:len(block) - offset]
-                block[offset:offset + len(piece)] = piece
+            filled = min(len(PATTERN), len(block))
+            block[:filled] = PATTERN[:filled]
+            while filled < len(block):  # doubling: each copy starts at a multiple of the pattern's length
+                step = min(filled, len(block) - filled)
+                block[filled:filled + step] = block[:step]
+                filled += step
             self.buffers[size] = memoryview(block)
         return self.buffers[size]
 
