@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
              f"# {args.config!r} of {args.results}, program {results['command']}, {args.ranks} ranks, "
              f"{args.rounds} interleaved rounds after one warm-up run a side",
              "",
-             "speedup over the default on each side (medians, 95% bootstrap interval), and each other side's over the program's:",
+             "speedup over the default on each side (medians, 95% bootstrap interval), and each other side's over "
+             "the program's:",
              f"{'configuration':<48} " + " ".join(f"{side:>26}" for side in sides)]
     for name in configs:
         p = speedup(name, "program")
