@@ -1,4 +1,4 @@
-"""``iobo extract SOURCES... -o KERNEL_DIR [--run 'ARGS'] [--reduce-loops K] [--redirect DIR] [-- FLAGS]``: cut a
+"""``iobo extract SOURCES... -o KERNEL_DIR [--run 'ARGS'] [--drop F] [--reduce-loops K] [--redirect DIR] [-- FLAGS]``: cut a
 C or C++ program's I/O kernel from its source, build it, run it once under the shim.
 
 The sources come first, then after ``--`` the program's compile flags (``-I``, ``-D``, ``-O3``, libraries such as
@@ -6,7 +6,9 @@ The sources come first, then after ``--`` the program's compile flags (``-I``, `
 ``--compile-commands compile_commands.json``. The kernel's sources, its executable ``KERNEL_DIR/kernel``, the
 marked view of what was kept (``view.txt``) and the counts (``extract.json``) go to ``KERNEL_DIR``. With
 ``--run 'ARGS'`` (the program's arguments; ``{workdir}`` for the run's own directory) the kernel runs once on
-``--ranks`` ranks under the shim and its I/O per level is printed. ``--reduce-loops K``: the loops with I/O do
+``--ranks`` ranks under the shim and its I/O per level is printed. ``--drop F``: the program's function F (a
+solver whose results reach the I/O only through a log) is emptied in the kernel; ``iobo check`` then shows
+whether the kernel's I/O is still the program's. ``--reduce-loops K``: the loops with I/O do
 1 in K of their I/O's runs (:mod:`iobo.extract.loops`; the run's counts are printed scaled back by the runs
 reached over those made); ``--redirect DIR``: the files the kernel creates go under DIR
 (:mod:`iobo.extract.redirect`). When a step fails it says which and where;
@@ -35,6 +37,10 @@ def add_parser(sub) -> None:
     p.add_argument("--synthetic", action="append", default=[], metavar="FUNCTION",
                    help="an external function whose pointer arguments may hold synthetic data (the computation "
                         "that fills them is dropped), e.g. an image writer; repeatable")
+    p.add_argument("--drop", action="append", default=[], metavar="FUNCTION",
+                   help="a function of the sources whose work the I/O does not need (a solver, a compute phase "
+                        "whose results only a log reads): the kernel empties it (its calls "
+                        "do nothing, return zero); check the kernel with iobo check; repeatable")
     p.add_argument("--reduce-loops", type=common.positive_int, default=1, metavar="K",
                    help="loops with I/O do 1 in K of their I/O's runs; the run's counts are scaled back "
                         "(default: 1, all)")
@@ -74,7 +80,8 @@ def run(args) -> int:
         raise ConfigError("give the flags after -- or --compile-commands, not both")
     compiler = shlex.split(args.cc) if args.cc else None
     result = extract(sources, args.out, flags, args.compile_commands, compiler, args.synthetic,
-                     build=not args.no_build, reduce_loops=args.reduce_loops, redirect=args.redirect)
+                     build=not args.no_build, reduce_loops=args.reduce_loops, redirect=args.redirect,
+                     drop=args.drop)
     if args.view:
         print(result.view)
     print(f"kernel: {result.kernel_dir} ({', '.join(p.name for p in result.sources)}; marked view: "

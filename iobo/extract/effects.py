@@ -105,10 +105,13 @@ class Analyzer:
     defined: USR -> True for every function whose body the slice sees (calls to them are followed through
     ``("ret", USR)`` and liveness); escaped: the keys of variables whose address escapes (:meth:`find_escapes`);
     synthetic: external functions whose pointer arguments all hold bulk data; bulk: False when the program
-    compresses (the contents then decide the bytes written)."""
+    compresses (the contents then decide the bytes written); emptied: the USRs of the functions the kernel
+    empties (``--drop``): a call of one reads its arguments' values and nothing else."""
 
-    def __init__(self, ci, defined: dict, synthetic: frozenset = frozenset(), virtual: dict | None = None):
+    def __init__(self, ci, defined: dict, synthetic: frozenset = frozenset(), virtual: dict | None = None,
+                 emptied: frozenset = frozenset()):
         self.ci = ci
+        self.emptied = emptied
         self.K = ci.CursorKind
         self.defined = defined
         self.virtual = virtual or {}
@@ -403,6 +406,8 @@ class Analyzer:
             target_locations = {self.mem_key(callee.semantic_parent.type)}
         name = callee.spelling
         usr = callee.get_usr()
+        if usr in self.emptied:  # it does nothing in the kernel: only its arguments' values are read
+            return effects
         reached = {usr} if usr in self.defined else set()
         if member and callee.is_virtual_method():
             reached |= self.virtual.get(name, set())

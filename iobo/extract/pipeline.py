@@ -35,13 +35,15 @@ class Extraction:
 
 
 def extract(sources, kernel_dir, flags: list[str] | None = None, compile_commands=None, compiler=None,
-            synthetic=(), build: bool = True, reduce_loops: int = 1, redirect=None) -> Extraction:
+            synthetic=(), build: bool = True, reduce_loops: int = 1, redirect=None, drop=()) -> Extraction:
     """Cut the I/O kernel of the C or C++ program made of ``sources`` into ``kernel_dir``: parse each with ``flags``
     (or its entry in ``compile_commands``) in the language its build gives it (:func:`iobo.extract.parse.language`:
     C++ for a C++ source or ``compiler``), slice (:class:`iobo.extract.slice.Slice`), write the kernel's sources
     (:mod:`iobo.extract.emit`), and with ``build`` compile them with ``compiler`` (a command as a list; default
     :func:`iobo.extract.build.default_compiler`, for C++ with :func:`iobo.extract.build.hdf5_flags`) and ``flags``
-    into ``kernel_dir/kernel``. ``synthetic``: external functions whose pointer arguments may hold synthetic data (e.g. an image writer's pixels).
+    into ``kernel_dir/kernel``. ``synthetic``: external functions whose pointer arguments may hold synthetic data
+    (e.g. an image writer's pixels). ``drop``: functions of the sources the kernel empties (their calls do
+    nothing; :mod:`iobo.extract.slice`), e.g. a solver whose results only a log of residuals reads.
     ``reduce_loops`` k > 1: the loops with I/O run the I/O of 1 in k iterations (:mod:`iobo.extract.loops`);
     ``redirect``: a directory the files the kernel creates go to (:mod:`iobo.extract.redirect`); either builds
     the kernel with :mod:`iobo.extract.helper`'s ``iobo_kernel.c`` (its header given with ``-include``).
@@ -84,7 +86,7 @@ def extract(sources, kernel_dir, flags: list[str] | None = None, compile_command
         build_flags += [f for f in parse.without_language(own) if f not in build_flags]
         languages.append(parse.language(path, own, their_compiler))
         units.append(parse.parse(path, own, index, their_compiler))
-    sliced = Slice(ci, units, paths, frozenset(synthetic), cxx="c++" in languages).run()
+    sliced = Slice(ci, units, paths, frozenset(synthetic), cxx="c++" in languages, drop=frozenset(drop)).run()
     drops = sliced.drops()
     insertions: dict[str, list] = {}
     notes = list(sliced.notes)
@@ -119,7 +121,8 @@ def extract(sources, kernel_dir, flags: list[str] | None = None, compile_command
                         str(redirect) if redirect is not None else None, redirected)
     (kernel_dir / "extract.json").write_text(json.dumps(
         {"sources": [str(p) for p in paths], "flags": flags, "counts": counts,
-         "notes": [list(n) for n in result.notes], "reduce_loops": reduce_loops, "reduced": reduced,
+         "notes": [list(n) for n in result.notes], "drop": sorted(drop), "reduce_loops": reduce_loops,
+         "reduced": reduced,
          "redirect": result.redirect, "redirected": [list(r) for r in redirected]}, indent=1) + "\n")
     extra_sources, extra_flags = [], []
     if reduced or redirect is not None:

@@ -23,6 +23,13 @@ loops and conditions that reach it). Everything else is dropped; a function
 no kept unit calls is dropped whole. When unsure the slice keeps: a kernel
 must do the program's I/O, a larger one is only slower.
 
+A function the user names to drop (``iobo extract --drop F``: a solver, a
+compute phase whose results reach the I/O only through what the user accepts
+to lose, such as a log of residuals) is emptied: its calls stay and do
+nothing (the slice reads only their arguments' values), its body becomes
+``{}`` or a ``return`` of zero. Whether the I/O stayed the same is for
+``iobo check`` to show.
+
 C++: the functions are those of namespaces, ``extern "C"`` blocks and
 classes too (methods, constructors, destructors); a constructor's member
 initialisers are one unit that cannot be removed, kept (with what it reads)
@@ -91,12 +98,16 @@ class Function:
     line: int
     editable: bool
     units: list = field(default_factory=list)
+    emptied: str | None = None
+    """The body an emptied function (``--drop``) gets in the kernel: ``{ (void)x; }``, ``{ (void)x; return 0; }``..."""
+    body: tuple[int, int] | None = None
+    """The byte range of its body (``{`` to ``}``), where :attr:`emptied` goes."""
 
 
 class Slice:
     """The units of the translation units ``units`` of ``sources`` and, after :meth:`run`, the kept ones."""
 
-    def __init__(self, ci, translation_units, sources, synthetic=frozenset(), cxx=False):
+    def __init__(self, ci, translation_units, sources, synthetic=frozenset(), cxx=False, drop=frozenset()):
         self.ci = ci
         self.cxx = cxx
         """C++ sources: a value-returning function that keeps statements keeps its last ``return`` (flowing off
@@ -131,8 +142,9 @@ class Slice:
             self.notes.append((cursor.location.file.name, cursor.location.line,
                                f"template {cursor.spelling}{more}: not sliced, kept whole; its calls are kept as "
                                f"calls of unknown functions"))
+        self._empty(definitions, drop)
         defined = {usr: True for usr, f in self.functions.items()
-                   if f.name not in synthetic and usr not in {c.get_usr() for c in templates}}
+                   if f.name not in synthetic and usr not in {c.get_usr() for c in templates} and not f.emptied}
         virtual: dict[str, set] = {}
         self.always: set[str] = set()  # called where no call is written: destructors, virtual methods
         for cursor in definitions:
@@ -141,7 +153,8 @@ class Slice:
                 self.always.add(cursor.get_usr())
             if cursor.kind == ci.CursorKind.CXX_METHOD and cursor.is_virtual_method():
                 virtual.setdefault(cursor.spelling, set()).add(cursor.get_usr())
-        self.analyzer = Analyzer(ci, defined, frozenset(synthetic), virtual)
+        emptied = frozenset(usr for usr, f in self.functions.items() if f.emptied)
+        self.analyzer = Analyzer(ci, defined, frozenset(synthetic), virtual, emptied)
         for cursor in definitions:
             self.analyzer.find_escapes(cursor)
         self.analyzer.find_fresh(definitions)
@@ -186,6 +199,54 @@ class Slice:
         self.declared_by = {key: unit.id for unit in self.units for key in unit.declares}
 
     # -- units ------------------------------------------------------------------------------------------------
+
+    def _empty(self, definitions, names) -> None:
+        """Mark the definitions of the functions ``names`` (``--drop``) emptied, with the body each gets; a name
+        no source defines, ``main``, a constructor or destructor, or a function returning a reference is
+        refused."""
+        from iobo.errors import ConfigError
+
+        K = self.ci.CursorKind
+        found = set()
+        for cursor in definitions:
+            if cursor.spelling not in names:
+                continue
+            where = f"{cursor.location.file.name}:{cursor.location.line}"
+            if cursor.spelling == "main" or cursor.kind in (K.CONSTRUCTOR, K.DESTRUCTOR):
+                raise ConfigError(f"--drop {cursor.spelling} ({where}): main, constructors and destructors cannot "
+                                  f"be emptied; name the functions they call that compute")
+            result = cursor.result_type.get_canonical()
+            kinds = self.ci.TypeKind
+            unused = "".join(f" (void){a.spelling};" for a in cursor.get_arguments() if a.spelling)  # no warning
+            if result.kind == kinds.VOID:
+                text = f"{{{unused} }}" if unused else "{}"
+            elif result.kind in (kinds.LVALUEREFERENCE, kinds.RVALUEREFERENCE):
+                raise ConfigError(f"--drop {cursor.spelling} ({where}): it returns a reference "
+                                  f"({cursor.result_type.spelling}), which an emptied function has nothing to "
+                                  f"return for; name the functions it calls that compute")
+            elif result.kind == kinds.RECORD:
+                text = f"{{{unused} static {cursor.result_type.spelling} iobo_dropped; return iobo_dropped; }}"
+            else:
+                text = f"{{{unused} return 0; }}"
+            body = next((c for c in cursor.get_children() if c.kind == K.COMPOUND_STMT), None)
+            function = self.functions[cursor.get_usr()]
+            if body is None or not function.editable:
+                continue
+            function.emptied, function.body = text, (body.extent.start.offset, body.extent.end.offset)
+            found.add(cursor.spelling)
+        missing = sorted(set(names) - found)
+        if missing:
+            defined = sorted({f.name for f in self.functions.values() if f.editable} - {"main"})
+            shown = ", ".join(defined[:12]) + (f" ... ({len(defined)} in all)" if len(defined) > 12 else "")
+            raise ConfigError(f"--drop {', '.join(missing)}: no such function is defined in the sources (only a "
+                              f"function whose body is in SOURCES can be emptied); defined there: {shown}")
+        for cursor in definitions:
+            if cursor.spelling in found:
+                function = self.functions[cursor.get_usr()]
+                self.notes.append((function.file, function.line,
+                                   f"{function.name}: emptied on request (--drop): its calls do nothing and "
+                                   f"return {'zero' if 'return' in function.emptied else 'nothing'}; iobo check "
+                                   f"shows whether the I/O stayed the program's"))
 
     def _scope_members(self, cursor):
         """The declarations of a translation unit, with those in its namespaces, ``extern "C"`` blocks and
@@ -357,6 +418,8 @@ class Slice:
     def _wanted(self, unit: Unit) -> str | None:
         """Why ``unit`` must be kept now, or None."""
         effects = unit.effects
+        if self.functions[unit.function].emptied:
+            return None
         if effects.io or effects.unknown:
             return f"calls {(effects.io or effects.unknown)[0][0]}"
         if unit.asm:
@@ -420,6 +483,7 @@ class Slice:
         """The functions the kernel keeps: main, every function a kept unit calls or names, and those file-scope
         variables name."""
         found = {self.main} | self.reached_by_globals | self.always
+        found |= {usr for usr, f in self.functions.items() if f.emptied}  # a call may go through a pointer
         for unit_id in self.kept:
             found |= self.units[unit_id].effects.calls
         return {usr for usr in found if usr is not None}
@@ -437,21 +501,27 @@ class Slice:
             else:
                 dropped += 1
         dropped_functions = sum(1 for f in self.functions.values() if f.editable and f.usr not in reached)
+        emptied = sum(1 for f in self.functions.values() if f.emptied)
         return {"kept": kept, "dropped": dropped, "functions_dropped": dropped_functions,
-                "functions_kept": sum(1 for f in self.functions.values() if f.editable and f.usr in reached)}
+                "functions_kept": sum(1 for f in self.functions.values() if f.editable and f.usr in reached) - emptied,
+                "functions_emptied": emptied}
 
     def drops(self) -> dict[str, list[tuple[int, int, str]]]:
         """Per source file, the text ranges to remove: (start, end, how) with how ``blank`` (spaces; an
-        expression's own ``;`` stays), ``empty`` (an empty statement ``{}``, where a container needs one) or
-        ``function`` (a dropped definition)."""
+        expression's own ``;`` stays), ``empty`` (an empty statement ``{}``, where a container needs one),
+        ``function`` (a dropped definition) or ``{...}``, the body an emptied function gets
+        (:attr:`Function.emptied`)."""
         reached = self.reached()
         ranges: dict[str, list[tuple[int, int, str]]] = {}
         for function in self.functions.values():
             if function.editable and function.usr not in reached:
                 ranges.setdefault(function.file, []).append((function.start, function.end, "function"))
+            elif function.emptied:
+                ranges.setdefault(function.file, []).append((*function.body, function.emptied))
         for unit in self.units:
             function = self.functions[unit.function]
-            if not function.editable or function.usr not in reached or unit.id in self.kept or unit.pinned:
+            if not function.editable or function.usr not in reached or unit.id in self.kept or unit.pinned \
+                    or function.emptied:
                 continue
             parent = self.units[unit.parent] if unit.parent is not None else None
             if parent is not None and parent.id not in self.kept:

@@ -36,5 +36,7 @@ def render(program: Path, kernel: Path, statement_lines: set[int]) -> str:
 
 def summary(counts: dict[str, int]) -> str:
     """``statements: K kept, D dropped; functions: ...``."""
+    emptied = counts.get("functions_emptied", 0)
     return (f"statements: {counts['kept']} kept, {counts['dropped']} dropped; functions: "
-            f"{counts['functions_kept']} kept, {counts['functions_dropped']} dropped")
+            f"{counts['functions_kept']} kept, {counts['functions_dropped']} dropped"
+            + (f", {emptied} emptied (--drop)" if emptied else ""))
