@@ -20,7 +20,7 @@ from iobo.cli import main
 from iobo.extract.run import run_once
 from iobo.replay.check import failures
 from iobo.replay.signature import compare, render, signature
-from support.programs import SOURCES
+from support.programs import SOURCES, view_marks
 
 RANKS = 2
 MIXED = Path(__file__).with_name("mixed.c")
@@ -46,16 +46,6 @@ def assert_same_io(program, kernel, args, level="hdf5", ranks=RANKS):
     assert failures(rows) == [], f"{args}\n{render(rows)}"
     written = {row["what"]: row["kernel"] for row in rows}
     assert written[f"{level} write bytes"] > 0, render(rows)
-
-
-def view_marks(kernel_dir):
-    """{program line text (stripped): mark} of the marked view."""
-    found = {}
-    for line in (kernel_dir / "view.txt").read_text().splitlines():
-        match = re.match(r"^\s*\d+ ([ +~-]) \| (.*)$", line)
-        if match:
-            found.setdefault(match[2].strip(), match[1])
-    return found
 
 
 def test_the_checkpoint_kernel_does_the_programs_io_at_two_inputs(library, programs, scratch, capsys):

@@ -27,6 +27,7 @@ from iobo.cli import main
 from iobo.extract.run import run_once
 from iobo.replay.check import failures
 from iobo.replay.signature import compare, render, signature
+from support.programs import view_marks
 
 LOGGED = Path(__file__).with_name("logged.c")
 
@@ -39,16 +40,6 @@ def extract(capsys, scratch, name, *words):
     return kernel_dir, out.out
 
 
-def marks(kernel_dir):
-    """{program line text (stripped): mark} of the marked view."""
-    found = {}
-    for line in (kernel_dir / "view.txt").read_text().splitlines():
-        match = re.match(r"^\s*\d+ ([ +~-]) \| (.*)$", line)
-        if match:
-            found.setdefault(match[2].strip(), match[1])
-    return found
-
-
 @pytest.fixture(scope="module")
 def program(tmp_path_factory):
     binary = tmp_path_factory.mktemp("logged") / "logged"
@@ -59,7 +50,7 @@ def program(tmp_path_factory):
 
 def test_without_drop_the_log_keeps_the_solve(library, scratch, capsys):
     kernel_dir, out = extract(capsys, scratch, "whole", "--no-build")
-    assert marks(kernel_dir)["change += fabs(next[i * COLS + j] - grid[i * COLS + j]);"] == "+"
+    assert view_marks(kernel_dir)["change += fabs(next[i * COLS + j] - grid[i * COLS + j]);"] == "+"
     assert "emptied" not in out, out
 
 
@@ -73,7 +64,7 @@ def test_a_dropped_solver_leaves_the_programs_io_without_its_time(library, progr
     assert body.split() == "{ (void)grid; (void)next; (void)rows; return 0;".split(), body
     assert "double change = sweep(grid, next, rows), total = 0.0;" in kernel  # the call stays and does nothing
     assert "for (int r = 0; r < rank; r++, first += (hsize_t)rows);" in kernel  # an empty body stays ';'
-    view = marks(kernel_dir)
+    view = view_marks(kernel_dir)
     assert view["change += fabs(next[i * COLS + j] - grid[i * COLS + j]);"] == "-"
     assert view["write(log, line, (size_t)length);"] == "+"
     for args, ranks in (("{workdir}/run 12 4 512", 2), ("{workdir}/run 9 3 256", 3)):

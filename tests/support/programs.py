@@ -102,3 +102,13 @@ def h5ls_addresses(path: Path) -> dict[str, int]:
         elif address and current:
             addresses[current] = int(address.group(1))
     return addresses
+
+
+def view_marks(kernel_dir):
+    """{program line text (stripped): mark} of the marked view ``view.txt`` iobo extract wrote to ``kernel_dir``."""
+    found = {}
+    for line in (kernel_dir / "view.txt").read_text().splitlines():
+        match = re.match(r"^\s*\d+ ([ +~-]) \| (.*)$", line)
+        if match:
+            found.setdefault(match[2].strip(), match[1])
+    return found
