@@ -44,7 +44,7 @@ def extract(capsys, scratch, name, *words):
 def program(tmp_path_factory):
     binary = tmp_path_factory.mktemp("logged") / "logged"
     subprocess.run(["h5pcc.mpich", "-shlib", "-Wall", "-Wextra", "-Werror", "-o", str(binary), str(LOGGED), "-lm"],
-                   check=True)
+                   check=True, cwd=binary.parent)  # h5pcc leaves logged.o in its working directory
     return binary
 
 
