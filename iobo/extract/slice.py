@@ -207,7 +207,7 @@ class Slice:
         from iobo.errors import ConfigError
 
         K = self.ci.CursorKind
-        found = set()
+        found, notes = set(), []
         for cursor in definitions:
             if cursor.spelling not in names:
                 continue
@@ -218,8 +218,9 @@ class Slice:
             result = cursor.result_type.get_canonical()
             kinds = self.ci.TypeKind
             unused = "".join(f" (void){a.spelling};" for a in cursor.get_arguments() if a.spelling)  # no warning
+            returns = "zero"
             if result.kind == kinds.VOID:
-                text = f"{{{unused} }}" if unused else "{}"
+                text, returns = (f"{{{unused} }}" if unused else "{}"), "nothing"
             elif result.kind in (kinds.LVALUEREFERENCE, kinds.RVALUEREFERENCE):
                 raise ConfigError(f"--drop {cursor.spelling} ({where}): it returns a reference "
                                   f"({cursor.result_type.spelling}), which an emptied function has nothing to "
@@ -234,19 +235,16 @@ class Slice:
                 continue
             function.emptied, function.body = text, (body.extent.start.offset, body.extent.end.offset)
             found.add(cursor.spelling)
+            notes.append((function.file, function.line, f"{function.name}: emptied on request (--drop): its calls do "
+                                                        f"nothing and return {returns}; iobo check shows whether the "
+                                                        f"I/O stayed the program's"))
         missing = sorted(set(names) - found)
         if missing:
             defined = sorted({f.name for f in self.functions.values() if f.editable} - {"main"})
             shown = ", ".join(defined[:12]) + (f" ... ({len(defined)} in all)" if len(defined) > 12 else "")
             raise ConfigError(f"--drop {', '.join(missing)}: no such function is defined in the sources (only a "
                               f"function whose body is in SOURCES can be emptied); defined there: {shown}")
-        for cursor in definitions:
-            if cursor.spelling in found:
-                function = self.functions[cursor.get_usr()]
-                self.notes.append((function.file, function.line,
-                                   f"{function.name}: emptied on request (--drop): its calls do nothing and "
-                                   f"return {'zero' if 'return' in function.emptied else 'nothing'}; iobo check "
-                                   f"shows whether the I/O stayed the program's"))
+        self.notes += notes
 
     def _scope_members(self, cursor):
         """The declarations of a translation unit, with those in its namespaces, ``extern "C"`` blocks and
