@@ -29,8 +29,8 @@ target rests on luck for any sampler that ranks by what the table's other
 configurations show; where it needs few, structure could reach S and a
 sampler that does not is at fault.  Beside it: blind sampling without
 replacement, ``1 + N / (|S| + 1)`` expected evaluations (default first, not in
-S) and its chance of finding S within 25.  Also printed: the leave-one-out
-R^2 and, per S member, how far its median lies above its prediction in
+S), their median, and its chance of finding S within 25.  Also printed: the
+leave-one-out R^2 and, per S member, how far its median lies above its prediction in
 standard errors of a log median (the table's; a member several standard
 errors above what the rest predicts is unpredictable by any smooth model).
 Where the leave-one-out R^2 is not above 0 the model predicts nothing and
@@ -96,6 +96,12 @@ def blind_within(n: int, s: int, default_in_s: bool, budget: int = WITHIN) -> fl
     return 1.0 - miss
 
 
+def blind_median(n: int, s: int, default_in_s: bool) -> int:
+    """Median evaluations to S for blind sampling without replacement: the fewest ``k`` it finds S
+    within with chance at least one half."""
+    return next(k for k in range(1, n + 1) if blind_within(n, s, default_in_s, k) >= 0.5)
+
+
 def report(path: str) -> list[str]:
     """The lines for one table."""
     problem = problems.load_table(path)
@@ -110,7 +116,8 @@ def report(path: str) -> list[str]:
     n, s = len(configs), int(in_s.sum())
     default_in_s = bool(in_s[is_default].any())
     lines = [f"## {problem.name}: {truth.describe()}",
-             f"blind sampling: {blind_expected(n, s, default_in_s):.1f} evaluations to S expected; "
+             f"blind sampling: {blind_expected(n, s, default_in_s):.1f} evaluations to S expected, median "
+             f"{blind_median(n, s, default_in_s)}; "
              f"S within {WITHIN} with chance {blind_within(n, s, default_in_s):.2f}"]
     names = list(problem.choices)
     for label, order in (("additive", 1), ("pairwise", 2)):
@@ -128,7 +135,8 @@ def report(path: str) -> list[str]:
         else:
             verdict = "structure could reach S" if evaluations <= TARGET else "beyond what structure shows"
         lines.append(f"{label:9} leave-one-out R^2 {r2:.2f}; {x.shape[1]} columns; S members ranked "
-                     f"{member_ranks} of {len(others)}: S after {evaluations} evaluations ({verdict}, target <= {TARGET}); "
+                     f"{member_ranks} of {len(others)}: S after {evaluations} evaluations ({verdict}, "
+                     f"target <= {TARGET}); "
                      f"S medians above their prediction by {', '.join(f'{a:+.1f}' for a in above)} SE")
     return lines
 

@@ -18,14 +18,25 @@ def test_powers_of_two_are_evenly_spaced_and_unset_sits_one_step_below():
 
 
 def test_uneven_sizes_take_log2_positions():
-    # 1 B, 4 KiB, 64 KiB: log2 = 0, 12, 16
-    assert ordinal_positions((1, 4096, 65536)) == pytest.approx((0, 0.75, 1))
+    # 1 B, 4 KiB, 64 KiB, 1 MiB: log2 = 0, 12, 16, 20
+    assert ordinal_positions((1, 4096, 65536, MiB)) == pytest.approx((0, 0.6, 0.8, 1))
 
 
 def test_strings_booleans_and_lone_none_are_nominal():
     assert ordinal_positions(("enable", "disable")) is None
     assert ordinal_positions((False, True)) is None
     assert ordinal_positions((None, 4)) is None
+
+
+def test_three_numbers_or_fewer_are_nominal():
+    # by log2, 64 KiB would sit at 0.73, next to 4 MiB: the GP would take it for 4 MiB before measuring it
+    for choices in ((1, 65536, 4 * MiB), (MiB, 4 * MiB, 16 * MiB), (None, 1, 2), (2, 8)):
+        assert ordinal_positions(choices) is None, choices
+    enc = Encoding({"alignment_interval": (1, 65536, 4 * MiB), "cb_buffer_size": (MiB, 4 * MiB, 16 * MiB, 64 * MiB)})
+    assert enc.params[0].width == 3 and enc.params[1].width == 1  # one-hot; one ordinal column
+    unit = enc.encode(enc.to_rows([{"alignment_interval": v, "cb_buffer_size": MiB} for v in (1, 65536, 4 * MiB)]))
+    gaps = {round(float(np.linalg.norm(unit[i] - unit[j])), 9) for i, j in ((0, 1), (1, 2), (0, 2))}
+    assert len(gaps) == 1  # every value as far from every other
 
 
 def test_nominal_choices_are_one_hot_at_distance_one():
@@ -37,7 +48,7 @@ def test_nominal_choices_are_one_hot_at_distance_one():
 
 
 def test_groups_map_columns_to_parameters():
-    enc = Encoding({"size": (1, 2, 4), "mode": ("a", "b")})
+    enc = Encoding({"size": (1, 2, 4, 8), "mode": ("a", "b")})
     assert enc.groups.tolist() == [0, 1, 1]
     assert enc.dim == 3
 

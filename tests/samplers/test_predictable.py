@@ -63,4 +63,5 @@ def test_blind_sampling_expectations_match_a_seeded_simulation():
     found = np.array(found)
     assert predictable.blind_expected(n, s, False) == pytest.approx(found.mean(), rel=0.02)
     assert predictable.blind_within(n, s, False, budget) == pytest.approx(np.mean(found <= budget), abs=0.01)
+    assert predictable.blind_median(n, s, False) == int(np.ceil(np.quantile(found, 0.5)))
     assert predictable.blind_expected(n, s, True) == 1.0 and predictable.blind_within(n, s, True) == 1.0
