@@ -120,10 +120,14 @@ def test_widens_after_patience_trials_without_a_new_best():
 
 
 def test_widens_when_every_configuration_of_the_active_parameters_was_measured():
-    study = run(ImpactFirstSampler(seed=3, screening_trials=5, initial_active=1, patience=50), 10)
+    # seed 5: the screening ranks cb_write first (a parameter that does not matter, ranked from 6 runs) and has
+    # measured all 3 of its values (seed 3 did so until 3-choice numbers became nominal and changed the ranking)
+    study = run(ImpactFirstSampler(seed=5, screening_trials=5, initial_active=1, patience=50), 10)
     staged = impact_first_trials(study)
     keys = [tuple(sorted(t.params.items())) for t in study.trials]
     assert len(set(keys)) == len(keys)  # never a repeat
+    screened = {t.params["cb_write"] for t in study.trials if t.user_attrs.get(PHASE_ATTR) != IMPACT_FIRST}
+    assert screened == set(SPACE["cb_write"])
     # the top-ranked parameter (cb_write) had all 3 values screened already: the first stage took one more
     assert "cb_write" in staged[0].user_attrs[ACTIVE_ATTR] and len(staged[0].user_attrs[ACTIVE_ATTR]) == 2
 
