@@ -19,8 +19,11 @@ from support.sizes import SMALL_VPIC
 
 CTRL_C = b"\x03"
 EXIT_WITHIN_S = 10.0
-# in the child, a session leader: make the pseudo-terminal on its stdin its controlling terminal, then be iobo
-ON_A_TERMINAL = ("import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+# in the child, a session leader: make the pseudo-terminal on its stdin its controlling terminal, then be iobo,
+# with SIGINT at its default as a shell starts a foreground job (an ignored SIGINT is inherited: under
+# `nohup cmd &` pytest and every process it starts would ignore the Ctrl-C)
+ON_A_TERMINAL = ("import fcntl, os, signal, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+                 "signal.signal(signal.SIGINT, signal.SIG_DFL); "
                  "os.execv(sys.executable, [sys.executable, '-m', 'iobo.cli', *sys.argv[1:]])")
 
 
