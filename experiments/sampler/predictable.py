@@ -52,6 +52,7 @@ import numpy as np
 from experiments.harness import problems
 from experiments.harness.runs import commit, write_report
 from experiments.harness.truth import truth_of
+from experiments.sampler.identifiable import blind_chance
 
 RIDGE = 1e-3  # ridge penalty per column (log units squared), small against effects of 0.05-2
 INACTIVE = "-"  # the value of a conditional parameter that is switched off
@@ -88,12 +89,7 @@ def blind_expected(n: int, s: int, default_in_s: bool) -> float:
 
 def blind_within(n: int, s: int, default_in_s: bool, budget: int = WITHIN) -> float:
     """Chance that blind sampling without replacement finds S within ``budget`` evaluations."""
-    if default_in_s:
-        return 1.0
-    miss = 1.0
-    for k in range(budget - 1):  # draws 2..budget from the n - 1 others
-        miss *= max(0.0, (n - 1 - s - k) / (n - 1 - k))
-    return 1.0 - miss
+    return 1.0 if default_in_s else blind_chance(n - 1, s, budget - 1)  # draws 2..budget from the n - 1 others
 
 
 def blind_median(n: int, s: int, default_in_s: bool) -> int:
