@@ -264,7 +264,7 @@ class TunedApp:
     # -- tuning --------------------------------------------------------------------
     def _ask(self):
         with self._lock:
-            trial = self._open_study().ask()
+            trial = trials.ask_owned(self._open_study())
             values = trials.record_suggestion(trial, self.settings.space, self.settings.workload)
         return trial, IOConfig(values, self.settings.space)
 

@@ -363,6 +363,36 @@ def owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+ASKING_ATTR_PREFIX = "asking:"
+"""Study attr ``asking:<owner>`` (an :func:`owner`): unix time that tuner began ``study.ask()``, None once the
+trial it stored carries its owner (:func:`ask_owned`). ``ask()`` stores the RUNNING trial before it samples, so
+a tuner killed inside it leaves a trial with no owner; when no live tuner is asking, that trial is stale."""
+
+
+def ask_owned(study):
+    """``study.ask()``, the trial stamped with its owner before this returns; the ask is registered meanwhile
+    (``ASKING_ATTR_PREFIX``), so a trial without an owner can be told from one whose owner is about to write it."""
+    key = ASKING_ATTR_PREFIX + owner()
+    study.set_user_attr(key, time.time())
+    try:
+        trial = study.ask()
+        trial.set_user_attr("owner", owner())
+    finally:
+        study.set_user_attr(key, None)
+    return trial
+
+
+def asking_elsewhere(study) -> bool:
+    """Whether a tuner other than this process may be inside :func:`ask_owned` on ``study`` now: one registered
+    as asking that runs on this host, or on another host (not knowable from here)."""
+    me = owner()
+    for key, since in study.user_attrs.items():
+        who = key[len(ASKING_ATTR_PREFIX):]
+        if key.startswith(ASKING_ATTR_PREFIX) and since is not None and who != me and owner_alive(who) is not False:
+            return True
+    return False
+
+
 def owner_alive(who: str) -> bool | None:
     """Whether the process ``who`` (an :func:`owner`, ``host:pid``) still runs: True or False on this host; None
     for another host's, or a malformed one (not knowable from here)."""
@@ -471,7 +501,8 @@ def record_suggestion(trial, space, workload, frozen: Iterable[str] = ()) -> dic
     config, repaired (what the constraints changed, if anything),
     started_unix. ``frozen`` knobs keep their defaults (see ``FROZEN_ATTR``).
     """
-    trial.set_user_attr("owner", owner())
+    if trial.user_attrs.get("owner") != owner():  # asked by :func:`ask_owned`: stamped already
+        trial.set_user_attr("owner", owner())
     trial_role = role(trial)
     values, repaired = space.suggest(trial, workload, frozen)
     trial.set_user_attr("role", trial_role)

@@ -593,7 +593,7 @@ class Tuner:
             if trials.count_asked(study) >= target:
                 return None
         with _interrupts_deferred():  # ask() stores the RUNNING trial before it returns (SQLite may wait on its lock)
-            trial = study.ask()
+            trial = trials.ask_owned(study)
             self._asked = trial.number  # known to the interrupt handler before the owner attr is written
         if target is not None and trials.is_tuning(trial) and trials.count_asked(study, before=trial.number) >= target:
             trials.tell_surplus(study, trial, target)
@@ -764,8 +764,9 @@ class Tuner:
     def _fail_stale(self, study) -> None:
         """Mark FAIL the trials a killed tuner on this host left RUNNING, and remove their files.
 
-        Also a trial RUNNING for over ``UNOWNED_AFTER_S`` without an owner: its
-        tuner died between ``ask()`` and recording itself. Several tuners may
+        Also a RUNNING trial without an owner: its tuner died inside ``ask()``
+        (:func:`iobo.trials.ask_owned`). It is stale at once when no live
+        tuner is asking, else after ``UNOWNED_AFTER_S``. Several tuners may
         do this at once: a trial another one told first is left alone.
         """
         for trial in study.get_trials(deepcopy=False, states=(state("RUNNING"),)):
@@ -773,7 +774,8 @@ class Tuner:
             if owner:
                 if trials.owner_alive(owner) is not False:  # alive, or on another host: not knowable here
                     continue
-            elif trial.datetime_start is None or _age_s(trial.datetime_start) < UNOWNED_AFTER_S:
+            elif (trial.datetime_start is None or _age_s(trial.datetime_start) < UNOWNED_AFTER_S
+                  and trials.asking_elsewhere(study)):
                 continue
             try:
                 trials.tell_failed(study, trial, f"stale: its tuner ({owner or 'unknown'}) died while it ran", lost=True)

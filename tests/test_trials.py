@@ -1,11 +1,16 @@
 """The study's vocabulary (iobo.trials) on real Optuna storage: which trial is the incumbent."""
 
+import socket
+import subprocess
+import sys
+
 import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import create_trial
 
 from iobo.storage import open_storage
-from iobo.trials import ROLE_CONFIRM_BEST, ROLE_DEFAULT, ROLE_SEARCH, best_trial
+from iobo.trials import (ASKING_ATTR_PREFIX, ROLE_CONFIRM_BEST, ROLE_DEFAULT, ROLE_SEARCH, asking_elsewhere,
+                         best_trial, owner)
 
 FILES = {"files": CategoricalDistribution(["shared", "per_process"])}
 
@@ -38,3 +43,22 @@ def test_search_trials_alone_or_nothing(storage):
     assert best_trial(study_of(storage, [])) is None
     study = study_of(storage, [(ROLE_SEARCH, "shared", 10), (ROLE_SEARCH, "per_process", 20)], name="u")
     assert best_trial(study).number == 1
+
+
+def test_an_ask_is_elsewhere_while_its_tuner_lives_here_or_runs_on_another_host(storage):
+    study = optuna.create_study(study_name="a", storage=open_storage(storage))
+    assert not asking_elsewhere(study)
+    study.set_user_attr(ASKING_ATTR_PREFIX + owner(), 1.0)  # this process's own ask
+    assert not asking_elsewhere(study)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        study.set_user_attr(f"{ASKING_ATTR_PREFIX}{socket.gethostname()}:{other.pid}", 2.0)
+        assert asking_elsewhere(study)
+    finally:
+        other.kill()
+        other.wait()
+    assert not asking_elsewhere(study)  # its tuner died inside ask()
+    study.set_user_attr(f"{ASKING_ATTR_PREFIX}another-host:1", 3.0)
+    assert asking_elsewhere(study)  # not knowable from here: it may be asking
+    study.set_user_attr(f"{ASKING_ATTR_PREFIX}another-host:1", None)  # its ask ended
+    assert not asking_elsewhere(study)

@@ -352,6 +352,57 @@ def test_kill_9_of_the_tuner_leaves_no_process_and_the_resume_cleans_up(storage,
     assert not list(scratch.glob("trial-*"))
 
 
+STALL_INSIDE_THE_FIRST_ASK = """
+import json
+import sys
+import time
+from pathlib import Path
+
+import optuna
+
+from iobo.tuner import Tuner
+
+
+class StallingSampler(optuna.samplers.TPESampler):
+    def before_trial(self, study, trial):  # ask() has stored the RUNNING trial; its owner is not written yet
+        super().before_trial(study, trial)
+        Path(sys.argv[3]).touch()
+        time.sleep(3600)
+
+
+storage, workdir, marker, options = sys.argv[1:5]
+Tuner(kernel="vpic", ranks=2, trials=5, storage=storage, study="r", workdir=workdir,
+      kernel_options=json.loads(options), sampler=StallingSampler(seed=0), echo=None, warmup=False).run()
+"""
+
+
+@pytest.mark.usefixtures("no_leftover_processes")
+def test_a_tuner_killed_inside_ask_leaves_a_trial_the_resume_fails_at_once(storage, scratch, tmp_path):
+    """SIGKILL while ``study.ask()`` samples: the stored RUNNING trial has no owner yet. No live tuner is asking,
+    so the resume fails it as stale at once (not only after UNOWNED_AFTER_S) and runs the study to its end."""
+    import json
+
+    marker = tmp_path / "inside-ask"
+    proc = subprocess.Popen([sys.executable, "-c", STALL_INSIDE_THE_FIRST_ASK, storage, str(scratch), str(marker),
+                             json.dumps(SMALL_VPIC)], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "the tuner never reached its first ask"
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    (left,) = optuna.load_study(study_name="r", storage=storage).get_trials(states=(TrialState.RUNNING,))
+    assert left.number == 0 and "owner" not in left.user_attrs
+
+    done = subprocess.run(_tune_cli(storage, scratch, 5), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    trials = optuna.load_study(study_name="r", storage=storage).get_trials()
+    assert trials[0].state == TrialState.FAIL and "stale" in trials[0].user_attrs["fail_reason"]
+    assert [t.state for t in trials[1:]] == [TrialState.COMPLETE] * 4
+
+
 def test_confirm_runs_the_pairs_planned_from_the_default_runs_noise_and_the_walk_backs_gain(storage, scratch):
     """Real runs: the walk-back measured only 1.05x (a minimal configuration set by hand), the default runs'
     noise (2-8% here, by the machine's load) plans the pairs run, between the minimum and the ceiling, 4 x 2; an
