@@ -279,6 +279,9 @@ class TunedApp:
                                   {"task": self.name}, self.settings.space.names,
                                   {trials.SPACE_ATTR: self.settings.space.to_records()})
         trials.enqueue_defaults(study, self.settings.space.default(), self.settings.default_repeats)
+        for trial in trials.fail_stale(study):  # an earlier driver was killed while its calls ran
+            self._say(f"{self.name}: trial {trial.number} was left RUNNING by a dead driver "
+                      f"({trial.user_attrs.get('owner') or 'unknown'}): marked FAIL")
         self._study = study
         return study
 

@@ -221,7 +221,7 @@ def config_of(trial) -> dict[str, Any]:
 
 
 STALE_REASON = "stale:"
-"""How the ``fail_reason`` of a trial a dead tuner left RUNNING begins (``Tuner._fail_stale``): it was told FAIL
+"""How the ``fail_reason`` of a trial a dead tuner left RUNNING begins (:func:`fail_stale`): it was told FAIL
 when a later tuner found it, so its end is not when it stopped running."""
 
 
@@ -391,6 +391,49 @@ def asking_elsewhere(study) -> bool:
         if key.startswith(ASKING_ATTR_PREFIX) and since is not None and who != me and owner_alive(who) is not False:
             return True
     return False
+
+
+UNOWNED_AFTER_S = 120.0
+"""A RUNNING trial with no owner attr this old (seconds) is stale even while a tuner is asking (:func:`stale`)."""
+
+
+def stale(study) -> list:
+    """The RUNNING trials of ``study`` whose tuner is known to be dead: its owner ran on this host and is gone,
+    or it has no owner (its tuner died inside :func:`ask_owned`) and no live tuner is asking, or it has had
+    none for ``UNOWNED_AFTER_S``. A trial owned on another host is never stale here (not knowable)."""
+    found = []
+    for trial in study.get_trials(deepcopy=False, states=(state("RUNNING"),)):
+        who = trial.user_attrs.get("owner", "")
+        if who:
+            if owner_alive(who) is False:
+                found.append(trial)
+        elif trial.datetime_start is not None and (_age_s(trial.datetime_start) >= UNOWNED_AFTER_S
+                                                   or not asking_elsewhere(study)):
+            found.append(trial)
+    return found
+
+
+def fail_stale(study) -> list:
+    """Tell FAIL (``fail_reason`` "stale: ...", lost) the :func:`stale` trials of ``study``; the ones this
+    process told. Several tuners may do this at once: a trial another one told first is left to it."""
+    told = []
+    for trial in stale(study):
+        who = trial.user_attrs.get("owner") or "unknown"
+        try:
+            tell_failed(study, trial, f"{STALE_REASON} its tuner ({who}) died while it ran", lost=True)
+        except Exception:
+            if study.get_trials(deepcopy=False)[trial.number].state.is_finished():
+                continue  # another tuner told it first
+            raise
+        told.append(trial)
+    return told
+
+
+def _age_s(started) -> float:
+    """Seconds since ``started`` (a naive local datetime, as Optuna stores them)."""
+    from datetime import datetime
+
+    return (datetime.now() - started).total_seconds()
 
 
 def owner_alive(who: str) -> bool | None:

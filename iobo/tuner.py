@@ -36,12 +36,10 @@ from iobo.minimize import MAX_TEST_PAIRS, MAX_TEST_SECONDS, WALK_BACK_BUDGET_S, 
 from iobo.runners import Runner
 from iobo.space import Space
 from iobo.storage import DEFAULT_STORAGE
-from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH, state
+from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH, UNOWNED_AFTER_S, state
 
 WARMUP_RUNS = 3  # at most this many unrecorded default runs before anything is measured
 WARMUP_AGREEMENT = 0.25  # ... stopping when two in a row are within 25% of each other
-UNOWNED_AFTER_S = 120.0
-"""A RUNNING trial with no owner attr this old (seconds) was left by a tuner that died right after asking it."""
 CONFIRM_AT_MOST = 4  # a confirmation runs at most this many times the pairs asked for
 LEASE_POLL_S = 2.0  # a tuner waiting for another's walk-back or confirmation looks again after this many seconds
 
@@ -762,29 +760,12 @@ class Tuner:
 
     # -- resume ----------------------------------------------------------------
     def _fail_stale(self, study) -> None:
-        """Mark FAIL the trials a killed tuner on this host left RUNNING, and remove their files.
-
-        Also a RUNNING trial without an owner: its tuner died inside ``ask()``
-        (:func:`iobo.trials.ask_owned`). It is stale at once when no live
-        tuner is asking, else after ``UNOWNED_AFTER_S``. Several tuners may
-        do this at once: a trial another one told first is left alone.
-        """
-        for trial in study.get_trials(deepcopy=False, states=(state("RUNNING"),)):
-            owner = trial.user_attrs.get("owner", "")
-            if owner:
-                if trials.owner_alive(owner) is not False:  # alive, or on another host: not knowable here
-                    continue
-            elif (trial.datetime_start is None or _age_s(trial.datetime_start) < UNOWNED_AFTER_S
-                  and trials.asking_elsewhere(study)):
-                continue
-            try:
-                trials.tell_failed(study, trial, f"stale: its tuner ({owner or 'unknown'}) died while it ran", lost=True)
-            except Exception:
-                if study.get_trials(deepcopy=False)[trial.number].state.is_finished():
-                    continue  # another tuner told it first
-                raise
+        """Mark FAIL the trials a killed tuner left RUNNING (:func:`iobo.trials.fail_stale`), and remove their
+        files."""
+        for trial in trials.fail_stale(study):
             self._remove_run_dirs(trial)
-            self._say(f"trial {trial.number} was left RUNNING by a dead tuner ({owner or 'unknown'}): marked FAIL")
+            self._say(f"trial {trial.number} was left RUNNING by a dead tuner "
+                      f"({trial.user_attrs.get('owner') or 'unknown'}): marked FAIL")
 
     def transfer_model(self):
         """The warm start's :class:`iobo.transfer.TransferModel` (looked for once; saying which studies it
@@ -850,13 +831,6 @@ def confirm_plan(study, expected_speedup: float, repeats: int) -> dict[str, Any]
                f"{len(runs)} default runs; at least {at_least}, at most {at_most}")
     return {"pairs": pairs, "noise_sd_log": sd, "default_runs": len(runs), "expected_speedup": expected_speedup,
             "why": why}
-
-
-def _age_s(started) -> float:
-    """Seconds since ``started`` (a naive local datetime, as Optuna stores them)."""
-    from datetime import datetime
-
-    return (datetime.now() - started).total_seconds()
 
 
 def _short(values: Mapping[str, Any], limit: int = 6) -> str:

@@ -66,6 +66,29 @@ def dump_settings(fail=False, io_config=None, outputs=()):
     return exports + ("exit 3" if fail else f"env | grep -e ^IOBO_ -e ^ROMIO_HINTS > {out}")
 
 
+@bash_app
+def wait_then_write(seconds=0, io_config=None, outputs=()):
+    """A bash app that sleeps ``seconds``, then writes its output file."""
+    return f"sleep {seconds} && echo written > {outputs[0].filepath}"
+
+
+KILLED_DRIVER = """
+import sys
+
+import parsl
+from parsl.data_provider.files import File
+
+import iobo
+from iobo.runners.parsl import local_config
+from test_decorator import wait_then_write
+
+storage, runinfo, out = sys.argv[1:4]
+parsl.load(local_config(1, runinfo))
+iobo.tune(study="killed", storage=storage, default_repeats=1, echo=None)(wait_then_write)(
+    seconds=3600, outputs=[File(out)]).result()
+"""
+
+
 @python_app
 def unrelated(x):
     return x * 2
@@ -188,6 +211,40 @@ def test_a_bash_app_runs_its_program_under_the_shim_and_the_shim_times_it(dfk, l
     err = capsys.readouterr().err
     assert err == ("iobo: error: study 'app' was tuned by @iobo.tune on task 'run_program': only your pipeline can "
                    "run it again (mode='production' applies the best configuration)\n")
+
+
+def test_a_call_of_a_killed_driver_is_failed_as_stale_by_the_next_driver(dfk, storage, scratch, tmp_path):
+    """The workflow's driver is killed (SIGKILL, with its Parsl workers) while a tuned call runs: its trial is left
+    RUNNING. The next driver's first call tells it FAIL as stale, says so, and tunes on."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "PYTHONPATH": f"{Path(__file__).parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    driver = subprocess.Popen([sys.executable, "-c", KILLED_DRIVER, storage, str(tmp_path / "runinfo"),
+                               str(scratch / "never.txt")], env=env, start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while True:
+        assert driver.poll() is None, driver.stderr.read()
+        assert time.monotonic() < deadline, "the killed driver's call never started"
+        try:
+            if [t.state for t in _study(storage, "killed").get_trials()] == [TrialState.RUNNING]:
+                break
+        except KeyError:  # no study yet
+            pass
+        time.sleep(0.5)
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait()
+
+    said = []
+    tuned = iobo.tune(study="killed", storage=storage, default_repeats=1, echo=said.append)(wait_then_write)
+    tuned(outputs=[File(str(scratch / "written.txt"))]).result(timeout=60)
+    trials = _study(storage, "killed").get_trials()
+    assert trials[0].state == TrialState.FAIL and trials[0].user_attrs["fail_reason"].startswith("stale:")
+    assert [t.state for t in trials[1:]] == [TrialState.COMPLETE]
+    assert any("trial 0 was left RUNNING by a dead driver" in line for line in said), said
 
 
 def test_production_without_a_completed_trial_runs_the_default_and_says_so_once(dfk, storage, scratch):
