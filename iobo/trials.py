@@ -400,17 +400,23 @@ UNOWNED_AFTER_S = 120.0
 def stale(study) -> list:
     """The RUNNING trials of ``study`` whose tuner is known to be dead: its owner ran on this host and is gone,
     or it has no owner (its tuner died inside :func:`ask_owned`) and no live tuner is asking, or it has had
-    none for ``UNOWNED_AFTER_S``. A trial owned on another host is never stale here (not knowable)."""
-    found = []
-    for trial in study.get_trials(deepcopy=False, states=(state("RUNNING"),)):
-        who = trial.user_attrs.get("owner", "")
-        if who:
-            if owner_alive(who) is False:
-                found.append(trial)
-        elif trial.datetime_start is not None and (_age_s(trial.datetime_start) >= UNOWNED_AFTER_S
-                                                   or not asking_elsewhere(study)):
-            found.append(trial)
-    return found
+    none for ``UNOWNED_AFTER_S``. A trial owned on another host is never stale here (not knowable).
+
+    The order of the reads matters: a live tuner registers its ask before the trial exists and clears it only
+    after writing the owner. So a trial seen without an owner, then no ask registered, then read again and
+    still without an owner, was left by a dead tuner; without the second read, a tuner that wrote its owner
+    and cleared its ask between the first two reads would lose its trial.
+    """
+    running = study.get_trials(deepcopy=False, states=(state("RUNNING"),))
+    found = [t for t in running if t.user_attrs.get("owner") and owner_alive(t.user_attrs["owner"]) is False]
+    unowned = [t for t in running if not t.user_attrs.get("owner") and t.datetime_start is not None]
+    found += [t for t in unowned if _age_s(t.datetime_start) >= UNOWNED_AFTER_S]
+    young = [t for t in unowned if _age_s(t.datetime_start) < UNOWNED_AFTER_S]
+    if young and not asking_elsewhere(study):
+        still = {t.number for t in study.get_trials(deepcopy=False, states=(state("RUNNING"),))
+                 if not t.user_attrs.get("owner")}
+        found += [t for t in young if t.number in still]
+    return sorted(found, key=lambda t: t.number)
 
 
 def fail_stale(study) -> list:
