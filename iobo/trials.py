@@ -410,8 +410,8 @@ def stale(study) -> list:
     running = study.get_trials(deepcopy=False, states=(state("RUNNING"),))
     found = [t for t in running if t.user_attrs.get("owner") and owner_alive(t.user_attrs["owner"]) is False]
     unowned = [t for t in running if not t.user_attrs.get("owner") and t.datetime_start is not None]
-    found += [t for t in unowned if _age_s(t.datetime_start) >= UNOWNED_AFTER_S]
     young = [t for t in unowned if _age_s(t.datetime_start) < UNOWNED_AFTER_S]
+    found += [t for t in unowned if t not in young]
     if young and not asking_elsewhere(study):
         still = {t.number for t in study.get_trials(deepcopy=False, states=(state("RUNNING"),))
                  if not t.user_attrs.get("owner")}

@@ -592,7 +592,7 @@ class Tuner:
                 return None
         with _interrupts_deferred():  # ask() stores the RUNNING trial before it returns (SQLite may wait on its lock)
             trial = trials.ask_owned(study)
-            self._asked = trial.number  # known to the interrupt handler before the owner attr is written
+            self._asked = trial.number  # known to the interrupt handler before any other attr is written
         if target is not None and trials.is_tuning(trial) and trials.count_asked(study, before=trial.number) >= target:
             trials.tell_surplus(study, trial, target)
             self._say(f"trial {trial.number} not run: other tuners on this study already asked its {target} trials")
