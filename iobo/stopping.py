@@ -223,6 +223,8 @@ BASELINE_RUNS = 3  # the tuner's default runs (--default-repeats >= 3): Producti
 NEAR_BEST = 0.85  # ConfidentStop's level: the recommendation within 85% of the best of the space
 PROBABILITY_DRAWS = 2000  # joint posterior draws behind recommendation_probability
 PROBABILITY_CANDIDATES = 400  # configurations drawn from a larger space for recommendation_probability
+SAVING_CALIBRATION = 0.35  # ProductionRuns: share of the GP's expected saving counted (chosen on design seeds)
+PRODUCTION_MIN_TRIALS = 5  # ProductionRuns: trials before its GP-based test (the 4th is the first search trial)
 
 
 class ConfidentStop(StopRule):
@@ -270,13 +272,21 @@ class ProductionRuns(StopRule):
     can pay and the rule stops at once (e.g. 10 runs of 0.15 s of I/O
     against a 2.1 s trial), once the baseline's :data:`BASELINE_RUNS` default
     runs are in.  min_trials: trials before the GP-based test applies.
+    calibration: the share of the GP's expected saving counted (0 < x),
+    :data:`SAVING_CALIBRATION` by default: the GP's saving overstates what
+    the next trial saves (measured ``experiments/results/stopping-truth-*``).
     """
 
     needs_gain = True
 
-    def __init__(self, runs: int, min_trials: int = 5) -> None:
+    def __init__(self, runs: int, min_trials: int = PRODUCTION_MIN_TRIALS,
+                 calibration: float = SAVING_CALIBRATION) -> None:
         self.runs = _positive_int("ProductionRuns", "runs", runs)
         self.min_trials = _positive_int("ProductionRuns", "min_trials", min_trials)
+        if isinstance(calibration, bool) or not isinstance(calibration, (int, float)) or not calibration > 0:
+            raise ConfigError(f"ProductionRuns calibration must be a number > 0 (the share of the GP's expected "
+                              f"saving counted, e.g. {SAVING_CALIBRATION}); got {calibration!r}")
+        self.calibration = float(calibration)
 
     def io_seconds(self, progress: Progress) -> float:
         """I/O seconds of one production run at the recommendation (a whole trial's when the MB are unknown)."""
@@ -293,7 +303,7 @@ class ProductionRuns(StopRule):
             return True  # even a perfect configuration cannot pay for one more trial
         if progress.trials < self.min_trials or progress.time_gain_fraction is None:
             return False
-        return self.runs * self.io_seconds(progress) * progress.time_gain_fraction < trial_s
+        return self.runs * self.io_seconds(progress) * progress.time_gain_fraction * self.calibration < trial_s
 
 
 def recommendation_probability(surrogate, fraction: float = NEAR_BEST, draws: int = PROBABILITY_DRAWS,

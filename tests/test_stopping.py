@@ -2,6 +2,7 @@
 
 import datetime as dt
 import math
+import re
 
 import numpy as np
 import pytest
@@ -284,16 +285,31 @@ def test_production_runs_stops_at_once_when_no_configuration_can_pay_for_a_trial
 
 
 def test_production_runs_weighs_the_expected_saving_over_n_runs_against_a_trial():
-    # 1000 runs x 0.144 s x 5% = 7.2 s > 2.1 s: measure on; x 1% = 1.44 s < 2.1 s: stop
-    assert not ProductionRuns(1000).should_stop(_production(6, saving=0.05))
-    assert ProductionRuns(1000).should_stop(_production(6, saving=0.01))
-    assert not ProductionRuns(1000, min_trials=8).should_stop(_production(6, saving=0.01))
+    # the whole saving counted (calibration=1): 1000 runs x 0.144 s x 5% = 7.2 s > 2.1 s: measure on; x 1% = 1.44 s < 2.1 s: stop
+    assert not ProductionRuns(1000, calibration=1).should_stop(_production(6, saving=0.05))
+    assert ProductionRuns(1000, calibration=1).should_stop(_production(6, saving=0.01))
+    assert not ProductionRuns(1000, min_trials=8, calibration=1).should_stop(_production(6, saving=0.01))
     # the GP's incumbent sets the I/O time: at 2000 MB/s a run does 0.067 s, 1000 x 3% = 2.0 s < 2.1 s
-    assert ProductionRuns(1000).should_stop(_production(6, saving=0.03, incumbent=2000.0))
-    assert not ProductionRuns(1000).should_stop(_production(6, saving=0.03))
+    assert ProductionRuns(1000, calibration=1).should_stop(_production(6, saving=0.03, incumbent=2000.0))
+    assert not ProductionRuns(1000, calibration=1).should_stop(_production(6, saving=0.03))
     # MB unknown: a whole trial's time (2.1 s) bounds a run's I/O: 10 runs never stop by the bound
     assert not ProductionRuns(10).should_stop(_production(3, mb=None))
-    assert ProductionRuns(10).should_stop(_production(6, saving=0.05, mb=None))  # 10 x 2.1 x 5% = 1.05 s
+    assert ProductionRuns(10, calibration=1).should_stop(_production(6, saving=0.05, mb=None))  # 10 x 2.1 x 5% = 1.05 s
+
+
+def test_production_runs_counts_the_calibrated_share_of_the_gps_saving():
+    # 1000 runs x 0.144 s x 5% = 7.2 s: half of it (3.6 s) still pays for a 2.1 s trial, a quarter (1.8 s) does not
+    assert not ProductionRuns(1000, min_trials=5, calibration=0.5).should_stop(_production(6, saving=0.05))
+    assert ProductionRuns(1000, min_trials=5, calibration=0.25).should_stop(_production(6, saving=0.05))
+    # the GP's test applies from min_trials on: after the first search trial (4) with min_trials=4
+    assert ProductionRuns(1000, min_trials=4, calibration=0.25).should_stop(_production(4, saving=0.05))
+    assert not ProductionRuns(1000, min_trials=5, calibration=0.25).should_stop(_production(4, saving=0.05))
+
+
+@pytest.mark.parametrize("calibration", [0, -0.5, True, "0.5", float("nan")])
+def test_production_runs_refuses_a_calibration_that_is_not_a_positive_number(calibration):
+    with pytest.raises(ConfigError, match=rf"ProductionRuns calibration must be a number > 0 .*got {re.escape(repr(calibration))}"):
+        ProductionRuns(100, calibration=calibration)
 
 
 @pytest.mark.parametrize("rule, runs, message", [

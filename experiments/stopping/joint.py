@@ -32,7 +32,9 @@ below every fixed budget's median.
 
 Rule design used seeds 0-9 only (``--design``): :class:`iobo.stopping.ConfidentStop`'s probability
 and minimum trials are the setting meeting part 1 on every design problem with the highest smallest
-median of part 2 (the grid and the choice are printed).
+median of part 2 (the grid and the choice are printed).  :class:`iobo.stopping.ProductionRuns`'
+calibration and minimum trials are chosen on ``--production-design`` (more design seeds: its scores
+are ratios per seed, noisy over 10), never on the held-out seeds.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ PRODUCTION_MEDIAN, PRODUCTION_WORST = 1.1, 1.3
 PICKS = ((1, 1), (2, 2), (3, 2), (3, 3), (4, 3))  # final picks tried: candidates x fresh runs (1 x 1: none)
 GRID_P = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 GRID_MIN = (5, 6, 8, 10, 12, 15)
+GRID_CALIBRATION = (0.25, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0)  # ProductionRuns: the GP's expected saving x this
+GRID_PRODUCTION_MIN = (4, 5, 6)
 
 
 def recommended(run: dict, n: int) -> float:
@@ -214,12 +218,48 @@ def design(runs: list[dict]) -> tuple[tuple[int, int], float, int, list[str]]:
                 rows.append((met, min(medians), pick, p, m, medians))
     met, worst, pick, p, m, medians = max(rows, key=lambda r: (r[0], r[1]))
     names = list(by_problem(runs).keys())
-    lines = [f"design (seeds 0-9 of {', '.join(names)}): final pick (candidates x fresh runs) {PICKS} x "
+    lines = [f"design (seeds {seed_ranges(runs)} of {', '.join(names)}): final pick (candidates x fresh runs) {PICKS} x "
              f"ConfidentStop probability {GRID_P} x min_trials {GRID_MIN} ({len(rows)} settings); chosen: the most "
              f"design problems meeting part 1, then the highest smallest median of part 2: pick {pick[0]} x "
              f"{pick[1]}, probability {p}, min_trials {m}: part 1 met on {met} of {len(names)} design problems; "
              f"median RoTI / hindsight-best " + ", ".join(f"{x:.1%}" for x in medians)]
     return pick, p, m, lines
+
+
+def production_ratios(seeds: list[Seed], rule: StopRule, runs: int) -> tuple[list[int], list[float]]:
+    """Per seed: where ``rule`` stops, and total time (tuning + ``runs`` production runs) / the hindsight-optimal."""
+    stops = [stop_point(rule, s.run) for s in seeds]
+    return stops, [s.total_s(n, runs) / s.optimal_total_s(runs) for s, n in zip(seeds, stops)]
+
+
+def production_design(runs: list[dict]) -> tuple[float, int, list[str]]:
+    """ProductionRuns' (calibration, min_trials) chosen on the design seeds: the smallest largest median of
+    total time / hindsight-optimal over the design problems and N in :data:`PRODUCTION`, then the smallest
+    largest worst seed."""
+    problems = by_problem(runs)
+    rows = []
+    for c in GRID_CALIBRATION:
+        for m in GRID_PRODUCTION_MIN:
+            ratios = [production_ratios(seeds, ProductionRuns(n, m, c), n)[1]
+                      for seeds in problems.values() for n in PRODUCTION]
+            rows.append((max(float(np.median(r)) for r in ratios), max(max(r) for r in ratios), c, m))
+    median, worst, c, m = min(rows)
+    shipped = ProductionRuns(1)
+    lines = [f"--production-runs design (seeds {seed_ranges(runs)} of {', '.join(problems)}): calibration of "
+             f"the GP's expected saving {GRID_CALIBRATION} x min_trials {GRID_PRODUCTION_MIN} "
+             f"({len(rows)} settings); chosen: the smallest largest median of total time / hindsight-optimal over "
+             f"the problems and N = {', '.join(map(str, PRODUCTION))}, then the smallest worst: calibration {c}, "
+             f"min_trials {m}: largest median {median:.3f}, worst {worst:.3f} (iobo ships calibration "
+             f"{shipped.calibration}, min_trials {shipped.min_trials})"]
+    return c, m, lines
+
+
+def seed_ranges(runs: list[dict]) -> str:
+    """The seeds of ``runs`` as ranges, e.g. 0-9, 30-59."""
+    seeds = sorted({r["seed"] for r in runs})
+    starts = [s for i, s in enumerate(seeds) if i == 0 or seeds[i - 1] != s - 1]
+    ends = [s for i, s in enumerate(seeds) if i == len(seeds) - 1 or seeds[i + 1] != s + 1]
+    return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in zip(starts, ends))
 
 
 def calibration_lines(problems: dict[str, list[Seed]]) -> list[str]:
@@ -250,12 +290,16 @@ def calibration_lines(problems: dict[str, list[Seed]]) -> list[str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--design", required=True, help="trajectory JSON files of seeds 0-9 (comma-separated)")
+    parser.add_argument("--production-design", help="trajectory JSON files for --production-runs' design "
+                        "(default: --design's); never the held-out seeds")
     parser.add_argument("--held-out", required=True, help="trajectory JSON files of seeds 10-29")
     parser.add_argument("--out", help="also write the report here")
     parser.add_argument("--note", default="", help="appended to the header (e.g. where trajectories were computed)")
     args = parser.parse_args(argv)
     design_runs, test_runs = load(args.design), load(args.held_out)
     pick, p, m, lines = design(design_runs)
+    calibration, production_min, production_lines = production_design(load(args.production_design or args.design))
+    lines += production_lines
     fit, test = by_problem(design_runs, pick), by_problem(test_runs, pick)
     plain = by_problem(test_runs)  # no re-measuring: the production-runs scoring and the calibration
     rule = ConfidentStop(p, m)
@@ -303,10 +347,8 @@ def main(argv=None) -> int:
                        f"ratio of medians {r:.2f}x [95% CI {lo:.2f}-{hi:.2f}] (needs >= {FIXED_FACTOR}x)")
         out.append(f"  jointly: {'MET' if one and two and budget_b is not None and r >= FIXED_FACTOR else 'MISSED'}")
         for runs in PRODUCTION:
-            rule_n = ProductionRuns(runs)
             seeds = plain[name]
-            stops_n = [stop_point(rule_n, s.run) for s in seeds]
-            ratios = [s.total_s(n, runs) / s.optimal_total_s(runs) for s, n in zip(seeds, stops_n)]
+            stops_n, ratios = production_ratios(seeds, ProductionRuns(runs, production_min, calibration), runs)
             fixed_medians = {b: float(np.median([s.total_s(b, runs) / s.optimal_total_s(runs) for s in seeds]))
                              for b in range(FIRST_STOP, seeds[0].budget + 1)}
             best_b = min(fixed_medians, key=fixed_medians.get)

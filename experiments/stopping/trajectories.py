@@ -15,7 +15,9 @@ incumbent is within 85% of the best (:func:`iobo.stopping.recommendation_probabi
 the older probability that any measured configuration is
 (:func:`experiments.stopping.bench.found_probability`, tables only: it draws
 over the whole space) and the expected saving of a run's I/O time
-(:func:`iobo.stopping.expected_time_saving`).  Before the 5th, the
+(:func:`iobo.stopping.expected_time_saving`; this one also after the 4th,
+the first search evaluation, from a fit of its own, as
+:class:`iobo.stopping.ProductionRuns` may stop there).  Before the 5th, the
 recommendation is the configuration with the best measured run.
 """
 
@@ -30,10 +32,11 @@ from experiments.harness import cost, problems
 from experiments.harness.optimizers import measurement_rng, suggest
 from experiments.harness.runs import pool_map, quiet_worker
 from experiments.stopping.bench import FIRST_GAIN_AT, found_probability, is_default_run
-from iobo.stopping import expected_time_saving, recommendation_probability
+from iobo.stopping import BASELINE_RUNS, expected_time_saving, recommendation_probability
 from iobo.surrogate import Surrogate
 
 KNOWN_TRUTH_BYTES = cost.TABLES["vpic-tmpfs"][1]  # a known-truth problem's run moves the VPIC table's bytes
+FIRST_SAVING_AT = BASELINE_RUNS + 1  # the expected saving (ProductionRuns) from the first search evaluation on
 TOP = 8  # measured configurations recorded by the GP's posterior mean, best first (final picks re-measure them)
 
 
@@ -93,8 +96,11 @@ def trajectory(spec: str, seed: int, budget: int) -> dict:
             run["p_any"].append(found_probability(surrogate, space, seed=seed) if space is not None else None)
             run["saving"].append(expected_time_saving(surrogate, seed))
         else:
-            for k in ("gains", "incumbents", "incumbent_truths", "top_keys", "p_recommended", "p_any", "saving"):
+            for k in ("gains", "incumbents", "incumbent_truths", "top_keys", "p_recommended", "p_any"):
                 run[k].append(None)
+            first = n == FIRST_SAVING_AT  # a fit of its own: the later fits' warm start is unchanged
+            run["saving"].append(expected_time_saving(Surrogate.from_runs(
+                problem.choices, configs, run["measured"], problem.conditions), seed) if first else None)
     return {"problem": spec, "seed": seed, "mb_per_run": nbytes / 1e6, **run,
             "default_truth": problem.truth(problem.default), "best_truth": problem.best}
 
