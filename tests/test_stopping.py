@@ -346,3 +346,29 @@ def test_study_progress_reads_the_bytes_a_run_moves(storage):
             add_run(study, minute, value, role, **attrs)
         expected = None if not attrs else pytest.approx(134.217728)  # MB, from the runs' bytes
         assert study_progress(study).mb_per_run == expected
+
+
+@pytest.mark.parametrize("runs, stops_after", [("1", 3), ("1000000", None)])
+def test_iobo_tune_production_runs_stops_after_the_defaults_when_no_trial_can_pay(storage, scratch, capsys, runs,
+                                                                                  stops_after):
+    """Real MPI runs of the vpic kernel: one production run cannot pay for a trial, so the study ends once
+    the 3 default runs are in; a million runs keep it going to --trials (the GP's calibrated test, fitted on
+    the measured trials, says the next trial pays)."""
+    import optuna
+
+    from iobo.cli import main
+    from support.sizes import SMALL_VPIC
+
+    code = main(["tune", "vpic", "--storage", storage, "--study", "p", "--workdir", str(scratch), "--trials", "6",
+                 "--production-runs", runs, "--runner", "local", "--sampler", "random", "--no-warmup",
+                 "--confirm", "0", "--option", f"particles={SMALL_VPIC['particles']}",
+                 "--option", f"steps={SMALL_VPIC['steps']}"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    complete = [t for t in optuna.load_study(study_name="p", storage=storage).get_trials()
+                if t.state == TrialState.COMPLETE]
+    said = re.search(r"stop rule ProductionRuns: stopping after (\d+) tuning trial", out.out + out.err)
+    if stops_after is None:
+        assert said is None and len(complete) == 6
+    else:
+        assert said and int(said.group(1)) == stops_after and len(complete) == stops_after
