@@ -51,7 +51,7 @@ from iobo.errors import SpaceError
 INACTIVE = -1
 ANY = -2  # a row entry for a parameter a trial was not asked though no condition explains it (see ``Encoding``)
 LADDER_WIDTH = 16  # ordinal parameters with more choices are searched by index steps 1, 2, 4...
-NOMINAL_MAX_CHOICES = 3  # numeric parameters with this many choices or fewer are nominal (:func:`ordinal_positions`)
+NOMINAL_CHOICES = 3  # numeric parameters with exactly this many choices are nominal (:func:`ordinal_positions`)
 
 
 def same_choice(a: Any, b: Any) -> bool:
@@ -83,19 +83,23 @@ def _with_unset(choices: Sequence[Any], scale: Mapping[Any, float]) -> tuple[flo
 def ordinal_positions(choices: Sequence[Any]) -> tuple[float, ...] | None:
     """Positions in [0, 1] of ordinal choices, or ``None`` when the choices are nominal.
 
-    Ordinal: more than ``NOMINAL_MAX_CHOICES`` choices, every one a number
-    except at most one ``None`` ("unset").  With fewer, an order gives the GP
-    little to learn smoothness from (two gaps) and can mislead it: placed by
-    ``log2``, alignment 1 B, 64 KiB, 4 MiB sit at 0, 0.73 and 1, so the
-    middle value is taken for the last, and 1 ("no alignment") is not a size
-    on the others' scale at all.  As nominal choices each value's effect is
-    learned from its own runs (ratios to other sizes, :class:`Ratio`, are
-    kept either way).
+    Ordinal: two numbers, or more than ``NOMINAL_CHOICES``, every one a
+    number except at most one ``None`` ("unset").  Exactly three are
+    nominal: an order of three gives the GP little to learn smoothness from
+    (two gaps) and can mislead it: placed by ``log2``, alignment 1 B,
+    64 KiB, 4 MiB sit at 0, 0.73 and 1, so the middle value is taken for
+    the last, and 1 ("no alignment") is not a size on the others' scale at
+    all.  As nominal choices each value's effect is learned from its own
+    runs (ratios to other sizes, :class:`Ratio`, are kept either way).  Two
+    numbers are as far apart either way; ordinal, a conditional parameter's
+    unused slot sits halfway between them (one-hot: 0.71 of their distance
+    from each), which measured better on a table with inert parameters
+    (``experiments/results/sampler-encoding-variants.txt``).
     """
     numbers = [v for v in choices if v is not None]
     if not numbers or not all(_is_number(v) for v in numbers) or len(numbers) < len(choices) - 1:
         return None
-    if len(choices) <= NOMINAL_MAX_CHOICES:
+    if len(numbers) < 2 or len(choices) == NOMINAL_CHOICES:  # ``(None, x)``: two states, nothing to order on
         return None
     raw = log2_values(choices) or _with_unset(choices, {v: float(r) for r, v in enumerate(sorted(numbers))})
     lo, hi = min(raw), max(raw)

@@ -28,10 +28,13 @@ def test_strings_booleans_and_lone_none_are_nominal():
     assert ordinal_positions((None, 4)) is None
 
 
-def test_three_numbers_or_fewer_are_nominal():
+def test_three_numbers_are_nominal_two_stay_ordinal():
     # by log2, 64 KiB would sit at 0.73, next to 4 MiB: the GP would take it for 4 MiB before measuring it
-    for choices in ((1, 65536, 4 * MiB), (MiB, 4 * MiB, 16 * MiB), (None, 1, 2), (2, 8)):
+    for choices in ((1, 65536, 4 * MiB), (MiB, 4 * MiB, 16 * MiB), (None, 1, 2), (None, 8)):
         assert ordinal_positions(choices) is None, choices
+    # two numbers: one gap, the same distance either way; ordinal keeps an unused slot halfway between them
+    assert ordinal_positions((2, 8)) == (0.0, 1.0)
+    assert ordinal_positions((MiB, 16 * MiB)) == (0.0, 1.0)
     enc = Encoding({"alignment_interval": (1, 65536, 4 * MiB), "cb_buffer_size": (MiB, 4 * MiB, 16 * MiB, 64 * MiB)})
     assert enc.params[0].width == 3 and enc.params[1].width == 1  # one-hot; one ordinal column
     unit = enc.encode(enc.to_rows([{"alignment_interval": v, "cb_buffer_size": MiB} for v in (1, 65536, 4 * MiB)]))
