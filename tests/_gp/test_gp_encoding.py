@@ -35,6 +35,10 @@ def test_three_numbers_are_nominal_two_stay_ordinal():
     # two numbers: one gap, the same distance either way; ordinal keeps an unused slot halfway between them
     assert ordinal_positions((2, 8)) == (0.0, 1.0)
     assert ordinal_positions((MiB, 16 * MiB)) == (0.0, 1.0)
+    conditional = Encoding({"layout": ("contiguous", "chunked"), "chunk_size": (256 * 1024, 4 * MiB)},
+                           {"chunk_size": ("layout", "chunked")})
+    unused = conditional.distance_tables()[1][2, :2]  # squared distance from "not chunked" to each size
+    assert np.allclose(unused, 0.25)  # halfway: 0.5 of the sizes' distance (one-hot gave 0.5, i.e. 0.71 of it)
     enc = Encoding({"alignment_interval": (1, 65536, 4 * MiB), "cb_buffer_size": (MiB, 4 * MiB, 16 * MiB, 64 * MiB)})
     assert enc.params[0].width == 3 and enc.params[1].width == 1  # one-hot; one ordinal column
     unit = enc.encode(enc.to_rows([{"alignment_interval": v, "cb_buffer_size": MiB} for v in (1, 65536, 4 * MiB)]))
