@@ -54,7 +54,8 @@ from experiments.harness.cost import cost_minutes
 from experiments.harness.runs import commit, write_report
 from experiments.harness.truth import median_interval, truth_of
 from experiments.stopping.trajectories import problem_and_bytes
-from iobo.stopping import BASELINE_RUNS, ConfidentStop, FixedBudget, ProductionRuns, Progress, StopRule
+from iobo.stopping import (BASELINE_RUNS, PRODUCTION_MIN_TRIALS, SAVING_CALIBRATION, ConfidentStop, FixedBudget,
+                           ProductionRuns, Progress, StopRule)
 
 FIRST_STOP = BASELINE_RUNS  # no study stops before the default's 3 runs (--default-repeats >= 3)
 FLOOR = 0.85  # a seed's recommendation at the stop must be >= 85% of the best ...
@@ -244,13 +245,12 @@ def production_design(runs: list[dict]) -> tuple[float, int, list[str]]:
                       for seeds in problems.values() for n in PRODUCTION]
             rows.append((max(float(np.median(r)) for r in ratios), max(max(r) for r in ratios), c, m))
     median, worst, c, m = min(rows)
-    shipped = ProductionRuns(1)
     lines = [f"--production-runs design (seeds {seed_ranges(runs)} of {', '.join(problems)}): calibration of "
              f"the GP's expected saving {GRID_CALIBRATION} x min_trials {GRID_PRODUCTION_MIN} "
              f"({len(rows)} settings); chosen: the smallest largest median of total time / hindsight-optimal over "
              f"the problems and N = {', '.join(map(str, PRODUCTION))}, then the smallest worst: calibration {c}, "
              f"min_trials {m}: largest median {median:.3f}, worst {worst:.3f} (iobo ships calibration "
-             f"{shipped.calibration}, min_trials {shipped.min_trials})"]
+             f"{SAVING_CALIBRATION}, min_trials {PRODUCTION_MIN_TRIALS})"]
     return c, m, lines
 
 
