@@ -54,8 +54,8 @@ from experiments.harness.cost import cost_minutes
 from experiments.harness.runs import commit, write_report
 from experiments.harness.truth import median_interval, truth_of
 from experiments.stopping.trajectories import problem_and_bytes
-from iobo.stopping import (BASELINE_RUNS, PRODUCTION_MIN_TRIALS, SAVING_CALIBRATION, ConfidentStop, FixedBudget,
-                           ProductionRuns, Progress, StopRule)
+from iobo.stopping import (BASELINE_RUNS, PRODUCTION_MIN_TRIALS, SAVING_CALIBRATION, ConfidentStop, ProductionRuns,
+                           Progress, StopRule)
 
 FIRST_STOP = BASELINE_RUNS  # no study stops before the default's 3 runs (--default-repeats >= 3)
 FLOOR = 0.85  # a seed's recommendation at the stop must be >= 85% of the best ...
