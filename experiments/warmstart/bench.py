@@ -1,11 +1,22 @@
 """Benchmark: warm start from earlier studies in other contexts, leave one context out (issue 19).
 
-Each kernel was recorded at three contexts on a common 72-configuration
+Each kernel was recorded at several contexts on a common 72-configuration
 grid (:data:`experiments.harness.recording.VPIC_CONTEXT_GRID`,
-``IOR_CONTEXT_GRID``): VPIC-IO at 2 ranks on tmpfs (the 3-pass table,
-filtered to the grid), 1 rank on tmpfs and 2 ranks on the local disk with
-fsync; IOR at 2 and 1 rank(s) with 256 KiB accesses and 2 ranks with 16 KiB
-accesses.  For each context left out (the *target*) and each seed:
+``IOR_CONTEXT_GRID``), in *families* (:data:`CONTEXTS`) of contexts recorded
+under the same conditions:
+
+- ``vpic``, ``ior`` (recorded while other jobs loaded the 2 cores): VPIC-IO
+  at 2 ranks on tmpfs (the 3-pass table, filtered to the grid), 1 rank on
+  tmpfs and 2 ranks on the local disk with fsync; IOR at 2 and 1 rank(s)
+  with 256 KiB accesses and 2 ranks with 16 KiB accesses.  A context left
+  out has a value of a feature (ranks, file system, access size) that no
+  other context of its family has;
+- ``vpic-quiet``, ``ior-quiet`` (issue 31: recorded one after another on an
+  otherwise idle machine): the same three contexts and a fourth, 1 rank on
+  the disk (VPIC) or 1 rank with 16 KiB accesses (IOR), so that every value
+  of every feature is held by two contexts.
+
+For each context left out (the *target*) and each seed:
 
 - ``iobo-gp cold``: iobo's GP sampler from scratch (3 default runs, then a
   hypercube of 5, then the GP);
@@ -77,18 +88,24 @@ from iobo.stack import filesystem_type  # noqa: E402
 from iobo.surrogate import PRIOR_WEIGHT_ATTR  # noqa: E402
 from iobo.transfer import TransferModel, fit_transfer  # noqa: E402
 
-CONTEXTS = {
+CONTEXTS = {  # family -> its contexts (recorded tables); the family's kernel is each table's own
     "vpic": ("vpic-tmpfs-3pass", "vpic-tmpfs-1r", "vpic-disk"),
     "ior": ("ior-tmpfs-3pass", "ior-tmpfs-small", "ior-tmpfs-1r"),
+    "vpic-quiet": ("vpic-tmpfs-2r-quiet", "vpic-tmpfs-1r-quiet", "vpic-disk-quiet", "vpic-disk-1r-quiet"),
+    "ior-quiet": ("ior-tmpfs-2r-quiet", "ior-tmpfs-small-quiet", "ior-tmpfs-1r-quiet", "ior-tmpfs-small-1r-quiet"),
 }
 GRIDS = {"vpic": VPIC_CONTEXT_GRID, "ior": IOR_CONTEXT_GRID}
 LEFT_OUT = {"vpic": {"cb_buffer_size": 16 * MiB}, "ior": {"romio_ds_write": "automatic"}}
 """Parameters of the 3-pass tables the context grids leave out, at the value the grids keep."""
-ADVERSARIAL = {"vpic": ("vpic-tmpfs-1r", "vpic-disk"), "ior": ("ior-tmpfs-small", "ior-tmpfs-3pass")}
-"""kernel -> (the one earlier context, the target): of the recorded pairs, the source whose optimum is among the
+ADVERSARIAL = {"vpic": ("vpic-tmpfs-1r", "vpic-disk"), "ior": ("ior-tmpfs-small", "ior-tmpfs-3pass"),
+               "vpic-quiet": ("vpic-tmpfs-2r-quiet", "vpic-disk-quiet"),
+               "ior-quiet": ("ior-tmpfs-2r-quiet", "ior-tmpfs-small-1r-quiet")}
+"""family -> (the one earlier context, the target): of the recorded pairs, the source whose optimum is among the
 worst in the target.  VPIC: the 1-rank optimum (collective, 4 MiB alignment, collective buffering enabled) is at
 54% of the disk context's best (independent, no alignment); IOR: the 16 KiB-access optimum (1 MiB collective
-buffer, independent) is at 55% of the 256 KiB-access best (16 MiB buffer, collective)."""
+buffer, independent) is at 55% of the 256 KiB-access best (16 MiB buffer, collective).  The quiet families:
+the pair whose source optimum is worst in the target, 61% (VPIC: 2 ranks on tmpfs to 2 ranks on disk) and 76%
+(IOR: 2 ranks with 256 KiB accesses to 1 rank with 16 KiB)."""
 DEFAULT_RUNS = 3  # default runs before the search, as the tuner does (the baseline)
 TRANSFERRED = 3  # configurations the warm start queues (iobo tune's default)
 METHODS = ("iobo-gp cold", "optuna-gp cold", "iobo-gp warm", "warm, queue only")
@@ -187,11 +204,11 @@ def warm(t: Target, earlier, seed: int, budget: int, prior: bool) -> dict:
 
 
 def _task(args: tuple[str, int, int]) -> tuple[str, int, dict]:
-    """Every method on every context of ``kernel`` at ``seed``, and the adversarial case."""
-    kernel, seed, budget = args
+    """Every method on every context of ``family`` at ``seed``, and the adversarial case."""
+    family, seed, budget = args
     quiet_worker("ERROR")
     started = time.process_time()
-    tables = CONTEXTS[kernel]
+    tables = CONTEXTS[family]
     targets = {name: target(name) for name in tables}
     cold = {name: tune(t, GPSampler(seed=seed), seed, budget) for name, t in targets.items()}
     out: dict = {}
@@ -203,11 +220,11 @@ def _task(args: tuple[str, int, int]) -> tuple[str, int, dict]:
             "iobo-gp warm": warm(t, earlier, seed, budget, prior=True),
             "warm, queue only": warm(t, earlier, seed, budget, prior=False),
         }
-    source, goal = ADVERSARIAL[kernel]
+    source, goal = ADVERSARIAL[family]
     out["adversarial"] = {"source": source, "target": goal,
                           "warm": warm(targets[goal], [cold[source][0]], seed, budget, prior=True)}
     out["cpu_s"] = time.process_time() - started
-    return kernel, seed, out
+    return family, seed, out
 
 
 # -- the report ------------------------------------------------------------------------------------
@@ -224,8 +241,8 @@ def pct(values) -> str:
 def report(results: dict, budget: int) -> list[str]:
     lines = []
     met = []
-    for kernel, tables in CONTEXTS.items():
-        runs = [r for (k, _), r in sorted(results.items()) if k == kernel]
+    for family, tables in CONTEXTS.items():
+        runs = [r for (k, _), r in sorted(results.items()) if k == family]
         if not runs:
             continue
         for name in tables:
@@ -255,8 +272,8 @@ def report(results: dict, budget: int) -> list[str]:
                 lines.append(f"warm start's first trial: predicted {np.median(predicted):.2f}x, measured "
                              f"{np.median(measured):.2f}x over the default (medians over seeds); the best is "
                              f"{best / default:.2f}x")
-        source, goal = ADVERSARIAL[kernel]
-        lines.append(f"\n## adversarial ({kernel}): warm start of {goal} from {source} only")
+        source, goal = ADVERSARIAL[family]
+        lines.append(f"\n## adversarial ({family}): warm start of {goal} from {source} only")
         p = target(goal).problem
         src = target(source).problem
         opt_src = max(src.grid.configurations(), key=src.truth)
@@ -284,16 +301,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--budget", type=int, default=30, help="search trials after the default runs")
-    parser.add_argument("--kernels", nargs="+", default=list(CONTEXTS), choices=list(CONTEXTS))
+    parser.add_argument("--families", nargs="+", default=list(CONTEXTS), choices=list(CONTEXTS))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", help="write the report here too (first line: command, commit, load)")
     args = parser.parse_args()
     started = time.time()
-    tasks = [(k, s, args.budget) for k in args.kernels for s in range(args.seeds)]
+    tasks = [(f, s, args.budget) for f in args.families for s in range(args.seeds)]
     results = {}
-    for kernel, seed, out in pool_map(_task, tasks, args.jobs):
-        results[(kernel, seed)] = out
-        print(f"done {kernel} seed {seed} ({out['cpu_s']:.0f} CPU s)", file=sys.stderr, flush=True)
+    for family, seed, out in pool_map(_task, tasks, args.jobs):
+        results[(family, seed)] = out
+        print(f"done {family} seed {seed} ({out['cpu_s']:.0f} CPU s)", file=sys.stderr, flush=True)
     head = (f"# {' '.join(['python -m experiments.warmstart.bench', *sys.argv[1:]])}; commit {commit()}; "
             f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end; "
             f"{time.time() - started:.0f} s wall")

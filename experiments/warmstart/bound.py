@@ -7,11 +7,11 @@ configurations of the common grid an evidence-following first trial can
 propose.  A configuration is *dominated* when another one is better by at
 least ``--margin`` (default 10%, about one run's noise) in every earlier
 context: the earlier data say it is worse wherever they were measured, and
-nothing in them ranks it first at the new context.  With three contexts per
-kernel the held-out one takes a value of a feature (ranks, bytes per call,
-file system) that no earlier context has, or differs from the two along two
-features they do not separate, so no trend towards it can be learnt from
-them.  The bound is the best % of the target's best among the configurations
+nothing in them ranks it first at the new context.  In the families of
+three contexts the held-out one takes a value of a feature (ranks, bytes
+per call, file system) that no earlier context has; the quiet families'
+fourth context gives every value two contexts (:data:`experiments.warmstart.bench.CONTEXTS`).
+The bound is the best % of the target's best among the configurations
 that are not dominated: no evidence-following method's first trial does
 better, whatever its model.
 
@@ -55,10 +55,10 @@ def undominated(ratios: dict[tuple, list[float]], margin: float) -> list[tuple]:
             if not any(all(o >= m * (1 + margin) for o, m in zip(other, mine)) for other in ratios.values())]
 
 
-def bound_lines(kernel: str, margin: float) -> tuple[list[str], list[tuple[str, float]]]:
-    """The report of one kernel's contexts and ``[(target, bound %)]``."""
+def bound_lines(family: str, margin: float) -> tuple[list[str], list[tuple[str, float]]]:
+    """The report of one family's contexts and ``[(target, bound %)]``."""
     lines, bounds = [], []
-    tables = CONTEXTS[kernel]
+    tables = CONTEXTS[family]
     problems = {name: target(name).problem for name in tables}
     grid = list(problems[tables[0]].grid.configurations())
     for goal in tables:
@@ -100,11 +100,11 @@ def _bound(goal: str, earlier: list[str], medians: dict[str, dict], keys: list[t
     return max(medians[goal][k] / best[goal] for k in free), free
 
 
-def se_bound_lines(kernel: str, draws: int, seed: int = 0) -> tuple[list[str], list[tuple[str, float, float, float,
+def se_bound_lines(family: str, draws: int, seed: int = 0) -> tuple[list[str], list[tuple[str, float, float, float,
                                                                                           float, float]]]:
     """The bound at a margin of one standard error per earlier context, with its bootstrap interval:
     ``[(target, bound, low, high, S threshold share, share of draws reaching S)]``."""
-    tables = CONTEXTS[kernel]
+    tables = CONTEXTS[family]
     problems = {name: target(name).problem for name in tables}
     truths = {name: truth_of(p) for name, p in problems.items()}
     keys = [config_key(problems[tables[0]].grid.active(c)) for c in problems[tables[0]].grid.configurations()]
@@ -153,8 +153,8 @@ def main() -> None:
                  f"load average {os.getloadavg()[0]:.1f}; truths: medians of the recorded repeats "
                  f"(experiments.harness.truth); margin: one standard error per earlier context"]
         summary = []
-        for kernel in CONTEXTS:
-            more, bounds = se_bound_lines(kernel, args.draws)
+        for family in CONTEXTS:
+            more, bounds = se_bound_lines(family, args.draws)
             lines += more
             summary += bounds
         lines.append("\n## summary: the best first trial an evidence-following warm start can propose, against S "
@@ -169,8 +169,8 @@ def main() -> None:
              f"load average {os.getloadavg()[0]:.1f}; truths: medians of the recorded repeats; margin "
              f"{100 * args.margin:.0f}%"]
     summary = []
-    for kernel in CONTEXTS:
-        more, bounds = bound_lines(kernel, args.margin)
+    for family in CONTEXTS:
+        more, bounds = bound_lines(family, args.margin)
         lines += more
         summary += bounds
     lines.append(f"\n## summary: the best first trial an evidence-following warm start can propose "

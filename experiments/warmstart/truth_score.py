@@ -92,10 +92,10 @@ def warm_truths(t: Target, earlier, seed: int, budget: int, optimum: bool) -> di
 
 
 def _task(args: tuple[str, int, int]) -> tuple[str, int, dict]:
-    kernel, seed, budget = args
+    family, seed, budget = args
     quiet_worker("ERROR")
     started = time.process_time()
-    tables = CONTEXTS[kernel]
+    tables = CONTEXTS[family]
     targets = {name: target(name) for name in tables}
     cold = {name: tune(t, GPSampler(seed=seed), seed, budget) for name, t in targets.items()}
     out: dict = {}
@@ -104,11 +104,11 @@ def _task(args: tuple[str, int, int]) -> tuple[str, int, dict]:
         out[name] = {"cold": {"truths": cold[name][1]},
                      "warm": warm_truths(t, earlier, seed, budget, optimum=True),
                      "warm, measured only": warm_truths(t, earlier, seed, budget, optimum=False)}
-    source, goal = ADVERSARIAL[kernel]
+    source, goal = ADVERSARIAL[family]
     out["adversarial"] = {m: warm_truths(targets[goal], [cold[source][0]], seed, budget, optimum=(m == "warm"))
                           for m in ("warm", "warm, measured only")}
     out["cpu_s"] = time.process_time() - started
-    return kernel, seed, out
+    return family, seed, out
 
 
 # -- scoring ---------------------------------------------------------------------------------------
@@ -160,12 +160,12 @@ def context_lines(name: str, runs: list[dict], budget: int) -> tuple[list[str], 
     return lines, targets
 
 
-def adversarial_lines(kernel: str, runs: list[dict], budget: int) -> tuple[list[str], list[str]]:
-    source, goal = ADVERSARIAL[kernel]
+def adversarial_lines(family: str, runs: list[dict], budget: int) -> tuple[list[str], list[str]]:
+    source, goal = ADVERSARIAL[family]
     p, src = target(goal).problem, target(source).problem
     truth = truth_of(p)
     opt_src = max(src.grid.configurations(), key=src.truth)
-    lines = [f"\n## adversarial ({kernel}): warm start of {goal} from {source} only",
+    lines = [f"\n## adversarial ({family}): warm start of {goal} from {source} only",
              f"{source}'s best median {opt_src} is at {p.truth(opt_src) / truth.best:.0%} of {goal}'s best"]
     targets = []
     cold = [to_s(r[goal]["cold"]["truths"], truth, budget) for r in runs]
@@ -176,7 +176,7 @@ def adversarial_lines(kernel: str, runs: list[dict], budget: int) -> tuple[list[
         lines.append(f"{method:<22} evals to S {interval(evals, '{:.1f}')} (cold {interval(cold, '{:.1f}')}); loss "
                      f"warm - cold per seed: median {interval(loss, '{:+.1f}')}, worst {max(loss):+d}")
         if method == "warm":
-            targets.append(f"{'adv. ' + kernel:<18} loss to S median {interval(loss, '{:+.1f}')}, needs <= "
+            targets.append(f"{'adv. ' + family:<18} loss to S median {interval(loss, '{:+.1f}')}, needs <= "
                            f"{LOSS_MEDIAN}: {verdict(med <= LOSS_MEDIAN)}; worst {max(loss):+d}, needs <= "
                            f"+{LOSS_WORST}: {verdict(max(loss) <= LOSS_WORST)}")
     return lines, targets
@@ -184,15 +184,15 @@ def adversarial_lines(kernel: str, runs: list[dict], budget: int) -> tuple[list[
 
 def report(results: dict, budget: int) -> list[str]:
     lines, targets = [], []
-    for kernel, tables in CONTEXTS.items():
-        runs = [r for (k, _), r in sorted(results.items()) if k == kernel]
+    for family, tables in CONTEXTS.items():
+        runs = [r for (k, _), r in sorted(results.items()) if k == family]
         if not runs:
             continue
         for name in tables:
             more, met = context_lines(name, runs, budget)
             lines += more
             targets += met
-        more, met = adversarial_lines(kernel, runs, budget)
+        more, met = adversarial_lines(family, runs, budget)
         lines += more
         targets += met
     lines.append("\n## targets (warm; medians over seeds with bootstrap 95% intervals)")
@@ -207,17 +207,17 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=10)
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--budget", type=int, default=30, help="search trials after the default runs")
-    parser.add_argument("--kernels", nargs="+", default=list(CONTEXTS), choices=list(CONTEXTS))
+    parser.add_argument("--families", nargs="+", default=list(CONTEXTS), choices=list(CONTEXTS))
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--out", help="write the report here too (first line: command, commit, load)")
     args = parser.parse_args()
     started = time.time()
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    tasks = [(k, s, args.budget) for k in args.kernels for s in seeds]
+    tasks = [(f, s, args.budget) for f in args.families for s in seeds]
     results = {}
-    for kernel, seed, out in pool_map(_task, tasks, args.jobs):
-        results[(kernel, seed)] = out
-        print(f"done {kernel} seed {seed} ({out['cpu_s']:.0f} CPU s)", file=sys.stderr, flush=True)
+    for family, seed, out in pool_map(_task, tasks, args.jobs):
+        results[(family, seed)] = out
+        print(f"done {family} seed {seed} ({out['cpu_s']:.0f} CPU s)", file=sys.stderr, flush=True)
     head = (f"# {' '.join(['python -m experiments.warmstart.truth_score', *sys.argv[1:]])}; commit {commit()}; "
             f"seeds {seeds.start}-{seeds.stop - 1}; load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} "
             f"at the end; {time.time() - started:.0f} s wall")
