@@ -12,6 +12,12 @@ measures it within ``B`` evaluations (the default first, then ``B - 1``
 distinct others of ``N - 1``) with a chance above ``(B - 1) / (N - 1)``.
 
 For each table this prints: the configurations and median run-to-run CV;
+the set S of issue 31 (:mod:`experiments.harness.truth`: within one
+standard error of the best median) and where its members rank by the
+geometric mean of their repeats, which is what a model of ``log`` runs with
+Gaussian noise (iobo's GP) estimates and converges to however many runs it
+takes: where the top by geometric mean is not in S, such a model's
+recommendation misses S even with every configuration measured many times;
 a one-way ANOVA of ``log(MB/s)`` over the configurations (F, p: below 0.05
 the configurations differ beyond their repeats); the best configuration's
 recorded repeats and its rank by mean; how often it stays the best when each
@@ -39,7 +45,9 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from experiments.harness.problems import load_table
 from experiments.harness.runs import LEVELS, commit, write_report
+from experiments.harness.truth import truth_of
 from iobo.errors import ConfigError
 
 ALPHA = 0.05  # the ANOVA level below which a table's configurations differ
@@ -80,6 +88,7 @@ def check(path: Path, budget: int, seed: int = 0) -> list[str]:
              f"rank {int((means > means[best]).sum()) + 1} of {n} by mean; stays the best in "
              f"{stays / BOOTSTRAP_DRAWS:.0%} of bootstrap resamples; "
              f"{int((medians >= 0.99 * medians[best]).sum())} configuration(s) within 99% of it"]
+    lines.append(geometric_mean_line(path))
     if p_value >= ALPHA:
         default = repeats_index(path, default_of(path))
         if default < 0:
@@ -97,6 +106,19 @@ def check(path: Path, budget: int, seed: int = 0) -> list[str]:
                      f"{chance * RUNS:.1f} of {RUNS}, P <= {float(stats.binom.sf(REACHED - 1, RUNS, chance)):.1%}; "
                      f"a median over seeds at a level needs a chance >= 50%")
     return lines
+
+
+def geometric_mean_line(path: Path) -> str:
+    """S of the table (one standard error) and the ranks of its members by the geometric mean of their repeats."""
+    problem = load_table(path)
+    truth = truth_of(problem)
+    geometric = np.array([math.exp(np.mean(np.log(problem.repeats[k]))) for k in truth.keys])
+    in_s = truth.medians >= truth.threshold
+    ranks = sorted(int((geometric > geometric[i]).sum()) + 1 for i in np.flatnonzero(in_s))
+    top = "in S" if in_s[int(geometric.argmax())] else "NOT in S"
+    return (f"S = {int(in_s.sum())} configuration(s) with median >= {truth.threshold:,.0f} MB/s (one standard error); "
+            f"by the geometric mean of the repeats (a log-Gaussian model's estimate, however many runs) the top "
+            f"configuration is {top}; S's members rank {', '.join(map(str, ranks))} of {len(geometric)}")
 
 
 def blind_chance(others: int, near: int, k: int) -> float:
