@@ -82,9 +82,10 @@ SWEEPS.update({
 })
 # Fourth contexts (issue 31, item 4): in a leave-one-context-out warm start over the three above, the left-out
 # context's rank count (VPIC 1 rank, IOR 1 rank), file system (VPIC on disk) or access size (IOR 16 KiB) was in
-# no earlier study, so the transfer GP had no data on that feature's effect.  With these, every context's
-# feature values are each seen in some other context.  The 2-rank tmpfs contexts on the context grids alone
-# (the 3-pass tables hold them among 216 configurations) let a whole family be recorded in one sitting.
+# no earlier study, so the transfer GP had no data on that feature's effect.  In a family of four (the quiet
+# families of experiments.warmstart.bench, recorded with --out NAME-quiet) every value of every feature is held
+# by two contexts.  The 2-rank tmpfs contexts on the context grids alone (the 3-pass tables hold them among 216
+# configurations) let a whole family be recorded in one sitting.
 SWEEPS.update({
     # VPIC-IO at 1 rank on the local disk: 1 rank as vpic-tmpfs-1r, the disk as vpic-disk
     "vpic-disk-1r": {**SWEEPS["vpic-disk"], "ranks": 1},
