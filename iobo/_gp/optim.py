@@ -7,7 +7,8 @@ the best observed configurations) to the best neighbour (one parameter
 changed, :meth:`Encoding.neighbours`) until no neighbour improves.
 
 Configurations in ``exclude`` (measured, pending, failed) are scored and may
-be climbed through, but never returned.
+be climbed through, but never returned.  A *slice* (one parameter held at one
+choice) restricts the search to the configurations that take it.
 """
 
 from __future__ import annotations
@@ -58,16 +59,24 @@ def maximize(
     n_random: int = 500,
     n_starts: int = 5,
     max_steps: int = 20,
+    fixed: tuple[int, int] | None = None,
 ) -> np.ndarray | None:
     """Index row (``p``) of the best-scoring configuration not in ``exclude``.
 
+    fixed: ``(position, choice)``: only configurations whose parameter at
+    ``position`` takes ``choice`` (a slice of the space) are considered.
     Returns ``None`` when every configuration is excluded (exhaustive case) or
     local search met no allowed configuration.
     """
     exclude = exclude if isinstance(exclude, Excluded) else Excluded(exclude)
+    if fixed is not None:
+        position, choice = fixed
+        unsliced = score
+        score = lambda rows: np.where(rows[:, position] == choice, unsliced(rows), -np.inf)  # noqa: E731
     if encoding.size() <= max_enumerate:
-        return _best_allowed(encoding.enumerate(), score, exclude)
-    return _local_search(score, encoding, rng, exclude, seeds, n_random, n_starts, max_steps)
+        rows = encoding.enumerate()
+        return _best_allowed(rows if fixed is None else rows[rows[:, fixed[0]] == fixed[1]], score, exclude)
+    return _local_search(score, encoding, rng, exclude, seeds, n_random, n_starts, max_steps, fixed)
 
 
 def _best_allowed(rows: np.ndarray, score: Score, exclude: Excluded) -> np.ndarray | None:
@@ -78,8 +87,8 @@ def _best_allowed(rows: np.ndarray, score: Score, exclude: Excluded) -> np.ndarr
     return rows[int(np.argmax(score(rows)))]
 
 
-def _local_search(score, encoding, rng, exclude, seeds, n_random, n_starts, max_steps):
-    sample = encoding.random(n_random, rng)
+def _local_search(score, encoding, rng, exclude, seeds, n_random, n_starts, max_steps, fixed=None):
+    sample = encoding.random(n_random, rng, fixed)
     sample_scores = score(sample)
     best_row, best_score = None, -np.inf
 

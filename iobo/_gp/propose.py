@@ -18,6 +18,21 @@ is fitted as all signal, noise 4% of the variance), so its posterior mean
 at a lucky run is that run, and a lucky run of a weaker configuration
 becomes the incumbent; its second run shows the luck, and pairs of runs
 let the fit learn the noise.
+
+With ``explore_every`` k above 0, every k-th run is proposed in a *slice*:
+one parameter held at the value the runs so far took least often (other
+than the incumbent's; a child's parent at a value that activates it), the
+acquisition maximised over the rest.  The GP's confidence comes from its own
+fit, and a smooth fit is confidently wrong about a narrow peak between
+values measured bad (chunked layout pays only with 4 MiB chunks on 4 MiB
+stripes: after 1 and 64 MiB chunks lost, the fit predicts 4 MiB lost too and
+EI never measures it); a slice chosen by coverage, not by the model,
+measures every value in the best context the model knows.  Slices are
+explored only while the space holds more than
+``SPARSE_CONFIGURATIONS_PER_RUN`` configurations per run: where the runs
+cover a fair share of it (a recorded table of 72-216 configurations), the
+model has seen most of it and the runs spent on coverage are lost to the
+search (``experiments/results/sampler-explore.txt``).
 """
 
 from __future__ import annotations
@@ -32,6 +47,7 @@ from iobo._gp.encoding import Encoding
 from iobo._gp.optim import Excluded, maximize
 
 N_PROMISING = 3  # measured configurations that may be re-measured
+SPARSE_CONFIGURATIONS_PER_RUN = 100  # slices are explored while the space holds more configurations per run
 WARM_ITERATIONS = 10  # L-BFGS-B steps of a warm-started refit: each trial continues the last fit
 
 
@@ -89,13 +105,16 @@ def propose(
     max_repeats: int = 1,
     max_enumerate: int = 100_000,
     incumbent_runs: int = 1,
+    explore_every: int = 0,
 ) -> np.ndarray:
     """Index row (``p``) of the next configuration to measure.
 
     pending: rows being measured now (``k x p``); failed: rows that failed or
     were pruned (``f x p``), never proposed again; incumbent_runs: the
     incumbent is re-measured first while measured fewer times than this
-    (and not pending).
+    (and not pending); explore_every: the run whose number (runs measured
+    and pending, counting from 0) is a multiple of this is proposed in the
+    least measured slice (0: never) while the space is sparse in runs.
     """
     incumbent = fitted.rows[fitted.best]
     if fitted.counts[fitted.best] < incumbent_runs and tuple(incumbent.tolist()) not in {
@@ -115,9 +134,31 @@ def propose(
     promising = np.argsort(-fitted.mean)[:N_PROMISING]
     remeasurable = {tuple(fitted.rows[i].tolist()) for i in promising if fitted.counts[i] < max_repeats} - busy
     exclude = Excluded((as_set(fitted.rows) - remeasurable) | busy)
-    row = maximize(score, encoding, rng, exclude, seeds=fitted.rows[promising], max_enumerate=max_enumerate)
+    row = None
+    runs = int(fitted.counts.sum()) + len(pending)
+    if explore_every and runs % explore_every == 0 and encoding.size() > SPARSE_CONFIGURATIONS_PER_RUN * runs:
+        measured_rows = np.concatenate([np.repeat(fitted.rows, fitted.counts, axis=0), np.asarray(pending).reshape(
+            -1, fitted.rows.shape[1])])
+        fixed = least_measured_slice(measured_rows, incumbent, encoding, rng)
+        if fixed is not None:
+            row = maximize(score, encoding, rng, exclude, seeds=fitted.rows[promising], max_enumerate=max_enumerate,
+                           fixed=fixed)
+    if row is None:
+        row = maximize(score, encoding, rng, exclude, seeds=fitted.rows[promising], max_enumerate=max_enumerate)
     if row is None:  # everything allowed was measured: re-measure the best-scoring configuration
         busy = Excluded(busy)
         candidates = np.array([r for r in fitted.rows.tolist() if tuple(r) not in busy] or fitted.rows.tolist())
         row = candidates[int(np.argmax(score(candidates)))]
     return np.asarray(row, dtype=np.int64)
+
+
+def least_measured_slice(rows: np.ndarray, incumbent: np.ndarray, encoding: Encoding,
+                         rng: np.random.Generator) -> tuple[int, int] | None:
+    """``(position, choice)`` that the fewest measured ``rows`` (``n x p``) take, among the choices other than
+    the ``incumbent``'s (``p``) of every parameter (ties drawn at random); None when no parameter has another."""
+    slices = [(i, k) for i, p in enumerate(encoding.params) for k in range(len(p.choices)) if k != incumbent[i]]
+    if not slices:
+        return None
+    counts = np.array([np.count_nonzero(rows[:, i] == k) for i, k in slices])
+    fewest = np.flatnonzero(counts == counts.min())
+    return slices[int(fewest[rng.integers(len(fewest))])]

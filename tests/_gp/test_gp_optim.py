@@ -55,3 +55,41 @@ def test_any_entries_exclude_every_value_of_their_parameter():
     score = _separable(enc, [1, 2, 0])  # best: (1, 2, 0), covered by (1, ANY, 0)
     row = maximize(score, enc, np.random.default_rng(0), exclude=excluded)
     assert row.tolist() in ([0, 2, 0], [2, 2, 0], [1, 1, 1], [1, 3, 1], [1, 2, 1])
+
+
+def test_a_slice_holds_one_parameter_at_its_choice_in_both_regimes():
+    enc = Encoding({f"p{i}": tuple(range(6)) for i in range(5)})  # 7,776 configurations
+    target = [1, 2, 3, 4, 5]
+    for max_enumerate in (100_000, 10):  # exact, then local search
+        row = maximize(_separable(enc, target), enc, np.random.default_rng(3), max_enumerate=max_enumerate,
+                       fixed=(2, 0), seeds=np.array([target]))
+        assert row.tolist() == [1, 2, 0, 4, 5]
+
+
+def test_a_slice_on_a_parent_draws_the_children_it_activates():
+    enc = Encoding({"layout": ("contiguous", "chunked"), "chunk": tuple(range(6)), "b": tuple(range(8))},
+                   {"chunk": ("layout", "chunked")})
+    score = lambda rows: -np.abs(rows[:, 2] - 5) - np.abs(rows[:, 1] - 4) * (rows[:, 1] >= 0)  # noqa: E731
+    start = np.array([[0, -1, 5]])  # contiguous: the best the unsliced score has
+    for max_enumerate in (100_000, 5):
+        row = maximize(score, enc, np.random.default_rng(4), max_enumerate=max_enumerate, fixed=(0, 1),
+                       seeds=start, exclude={(0, -1, 5)})
+        assert row.tolist() == [1, 4, 5]
+
+
+def test_a_slice_with_every_member_excluded_gives_none():
+    enc = Encoding({"a": (0, 1), "b": (0, 1)})
+    assert maximize(lambda r: np.zeros(len(r)), enc, np.random.default_rng(0), exclude={(1, 0), (1, 1)},
+                    fixed=(0, 1)) is None
+
+
+def test_a_slice_on_a_child_sets_its_parent_to_a_value_that_activates_it():
+    enc = Encoding({"layout": ("contiguous", "chunked"), "chunk": tuple(range(6)), "b": tuple(range(8))},
+                   {"chunk": ("layout", "chunked")})
+    rows = enc.random(50, np.random.default_rng(5), fixed=(1, 3))
+    assert (rows[:, 0] == 1).all() and (rows[:, 1] == 3).all()
+    score = lambda rows: -np.abs(rows[:, 2] - 5).astype(float) - 3 * (rows[:, 0] == 1)  # noqa: E731  chunked loses
+    for max_enumerate in (100_000, 5):
+        row = maximize(score, enc, np.random.default_rng(6), max_enumerate=max_enumerate, fixed=(1, 3),
+                       seeds=np.array([[0, -1, 5]]), exclude={(0, -1, 5)})
+        assert row.tolist() == [1, 3, 5]
