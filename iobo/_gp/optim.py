@@ -69,13 +69,13 @@ def maximize(
     local search met no allowed configuration.
     """
     exclude = exclude if isinstance(exclude, Excluded) else Excluded(exclude)
-    if fixed is not None:
-        position, choice = fixed
-        unsliced = score
-        score = lambda rows: np.where(rows[:, position] == choice, unsliced(rows), -np.inf)  # noqa: E731
     if encoding.size() <= max_enumerate:
         rows = encoding.enumerate()
         return _best_allowed(rows if fixed is None else rows[rows[:, fixed[0]] == fixed[1]], score, exclude)
+    if fixed is not None:  # local search may climb out of the slice: score what lies outside it -inf
+        position, choice = fixed
+        unsliced = score
+        score = lambda rows: np.where(rows[:, position] == choice, unsliced(rows), -np.inf)  # noqa: E731
     return _local_search(score, encoding, rng, exclude, seeds, n_random, n_starts, max_steps, fixed)
 
 

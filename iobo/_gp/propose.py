@@ -134,6 +134,10 @@ def propose(
     promising = np.argsort(-fitted.mean)[:N_PROMISING]
     remeasurable = {tuple(fitted.rows[i].tolist()) for i in promising if fitted.counts[i] < max_repeats} - busy
     exclude = Excluded((as_set(fitted.rows) - remeasurable) | busy)
+    def acquisition_max(fixed: tuple[int, int] | None = None) -> np.ndarray | None:
+        return maximize(score, encoding, rng, exclude, seeds=fitted.rows[promising], max_enumerate=max_enumerate,
+                        fixed=fixed)
+
     row = None
     runs = int(fitted.counts.sum()) + len(pending)
     if explore_every and runs % explore_every == 0 and encoding.size() > SPARSE_CONFIGURATIONS_PER_RUN * runs:
@@ -141,10 +145,9 @@ def propose(
             -1, fitted.rows.shape[1])])
         fixed = least_measured_slice(measured_rows, incumbent, encoding, rng)
         if fixed is not None:
-            row = maximize(score, encoding, rng, exclude, seeds=fitted.rows[promising], max_enumerate=max_enumerate,
-                           fixed=fixed)
+            row = acquisition_max(fixed)
     if row is None:
-        row = maximize(score, encoding, rng, exclude, seeds=fitted.rows[promising], max_enumerate=max_enumerate)
+        row = acquisition_max()
     if row is None:  # everything allowed was measured: re-measure the best-scoring configuration
         busy = Excluded(busy)
         candidates = np.array([r for r in fitted.rows.tolist() if tuple(r) not in busy] or fitted.rows.tolist())
