@@ -369,18 +369,18 @@ class Encoding:
         on[:, i] = np.tile(np.arange(n_choices), int(active.sum()))
         return np.concatenate([off, on])
 
-    def random(self, n: int, rng: np.random.Generator, fixed: tuple[int, int] | None = None) -> np.ndarray:
+    def random(self, n: int, rng: np.random.Generator, fixed: Sequence[tuple[int, int]] = ()) -> np.ndarray:
         """``n`` configurations drawn uniformly per parameter (``n x p``); fixed: ``(position, choice)``
-        that every one takes instead (its children drawn as usual; its parents, if any, at a choice that
-        activates it, drawn at random)."""
+        pairs that every one takes instead (their children drawn as usual; their parents, if any, at a
+        choice that activates them, drawn at random)."""
         rows = np.stack([rng.integers(len(p.choices), size=n) for p in self.params], axis=1).astype(np.int64)
         rows = rows.reshape(n, len(self.params))
-        if fixed is not None:
-            i, choice = fixed
-            rows[:, i] = choice
+        for i, _ in fixed:
             while self.params[i].parent is not None:
                 i, on = self.params[i].parent
                 rows[:, i] = rng.choice(sorted(on), size=n)
+        for i, choice in fixed:  # after the parents: a fixed parent keeps its own choice
+            rows[:, i] = choice
         return self.deactivate(rows)
 
     def deactivate(self, rows: np.ndarray) -> np.ndarray:

@@ -13,7 +13,7 @@ choice) restricts the search to the configurations that take it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
@@ -59,24 +59,34 @@ def maximize(
     n_random: int = 500,
     n_starts: int = 5,
     max_steps: int = 20,
-    fixed: tuple[int, int] | None = None,
+    fixed: Sequence[tuple[int, int]] = (),
 ) -> np.ndarray | None:
     """Index row (``p``) of the best-scoring configuration not in ``exclude``.
 
-    fixed: ``(position, choice)``: only configurations whose parameter at
-    ``position`` takes ``choice`` (a slice of the space) are considered.
+    fixed: ``(position, choice)`` pairs: only configurations whose parameter
+    at each ``position`` takes its ``choice`` (a slice of the space) are
+    considered.
     Returns ``None`` when every configuration is excluded (exhaustive case) or
     local search met no allowed configuration.
     """
     exclude = exclude if isinstance(exclude, Excluded) else Excluded(exclude)
     if encoding.size() <= max_enumerate:
         rows = encoding.enumerate()
-        return _best_allowed(rows if fixed is None else rows[rows[:, fixed[0]] == fixed[1]], score, exclude)
-    if fixed is not None:  # local search may climb out of the slice: score what lies outside it -inf
-        position, choice = fixed
+        for position, choice in fixed:
+            rows = rows[rows[:, position] == choice]
+        return _best_allowed(rows, score, exclude)
+    if fixed:  # local search may climb out of the slice: score what lies outside it -inf
         unsliced = score
-        score = lambda rows: np.where(rows[:, position] == choice, unsliced(rows), -np.inf)  # noqa: E731
+        score = lambda rows: np.where(in_slice(rows, fixed), unsliced(rows), -np.inf)  # noqa: E731
     return _local_search(score, encoding, rng, exclude, seeds, n_random, n_starts, max_steps, fixed)
+
+
+def in_slice(rows: np.ndarray, fixed: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Which ``rows`` (``n x p``) take every ``(position, choice)`` of ``fixed`` (``n``, bool)."""
+    inside = np.ones(len(rows), dtype=bool)
+    for position, choice in fixed:
+        inside &= rows[:, position] == choice
+    return inside
 
 
 def _best_allowed(rows: np.ndarray, score: Score, exclude: Excluded) -> np.ndarray | None:
@@ -87,7 +97,7 @@ def _best_allowed(rows: np.ndarray, score: Score, exclude: Excluded) -> np.ndarr
     return rows[int(np.argmax(score(rows)))]
 
 
-def _local_search(score, encoding, rng, exclude, seeds, n_random, n_starts, max_steps, fixed=None):
+def _local_search(score, encoding, rng, exclude, seeds, n_random, n_starts, max_steps, fixed=()):
     sample = encoding.random(n_random, rng, fixed)
     sample_scores = score(sample)
     best_row, best_score = None, -np.inf

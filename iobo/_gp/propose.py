@@ -27,7 +27,11 @@ fit, and a smooth fit is confidently wrong about a narrow peak between
 values measured bad (chunked layout pays only with 4 MiB chunks on 4 MiB
 stripes: after 1 and 64 MiB chunks lost, the fit predicts 4 MiB lost too and
 EI never measures it); a slice chosen by coverage, not by the model,
-measures every value in the best context the model knows.  Slices are
+measures every value in the best context the model knows.  The sizes that
+act through their ratio to the held one (:data:`iobo.space.SIZE_RATIOS`)
+are held with it at the matching size (:func:`matching_sizes`): a 4 MiB
+chunk measured on 1 MiB stripes is measured bad, and counted measured.
+Slices are
 explored only while the space holds more than
 ``SPARSE_CONFIGURATIONS_PER_RUN`` configurations per run: where the runs
 cover a fair share of it (a recorded table of 72-216 configurations), the
@@ -43,7 +47,7 @@ import numpy as np
 
 from iobo._gp import model
 from iobo._gp.acquisition import log_augmented_ei
-from iobo._gp.encoding import Encoding
+from iobo._gp.encoding import Encoding, log2_values
 from iobo._gp.optim import Excluded, maximize
 
 N_PROMISING = 3  # measured configurations that may be re-measured
@@ -134,7 +138,7 @@ def propose(
     promising = np.argsort(-fitted.mean)[:N_PROMISING]
     remeasurable = {tuple(fitted.rows[i].tolist()) for i in promising if fitted.counts[i] < max_repeats} - busy
     exclude = Excluded((as_set(fitted.rows) - remeasurable) | busy)
-    def acquisition_max(fixed: tuple[int, int] | None = None) -> np.ndarray | None:
+    def acquisition_max(fixed: tuple[tuple[int, int], ...] = ()) -> np.ndarray | None:
         return maximize(score, encoding, rng, exclude, seeds=fitted.rows[promising], max_enumerate=max_enumerate,
                         fixed=fixed)
 
@@ -143,9 +147,9 @@ def propose(
     if explore_every and runs % explore_every == 0 and encoding.size() > SPARSE_CONFIGURATIONS_PER_RUN * runs:
         measured_rows = np.concatenate([np.repeat(fitted.rows, fitted.counts, axis=0), np.asarray(pending).reshape(
             -1, fitted.rows.shape[1])])
-        fixed = least_measured_slice(measured_rows, incumbent, encoding, rng)
-        if fixed is not None:
-            row = acquisition_max(fixed)
+        held = least_measured_slice(measured_rows, incumbent, encoding, rng)
+        if held is not None:
+            row = acquisition_max((held, *matching_sizes(held, encoding)))
     if row is None:
         row = acquisition_max()
     if row is None:  # everything allowed was measured: re-measure the best-scoring configuration
@@ -165,3 +169,31 @@ def least_measured_slice(rows: np.ndarray, incumbent: np.ndarray, encoding: Enco
     counts = np.array([np.count_nonzero(rows[:, i] == k) for i, k in slices])
     fewest = np.flatnonzero(counts == counts.min())
     return slices[int(fewest[rng.integers(len(fewest))])]
+
+
+def matching_sizes(held: tuple[int, int], encoding: Encoding) -> list[tuple[int, int]]:
+    """``(position, choice)`` of each size that acts through its ratio to the ``held`` one
+    (:attr:`Encoding.ratios`), at the choice nearest the held size in ``log2`` (a ratio of 1: chunks of
+    the stripe size, a collective buffer of the stripe size, as many aggregators as stripes).
+
+    A held value is measured in the context the ratio prior favours, so that a value that pays only
+    matched (4 MiB chunks on 4 MiB stripes) is not counted measured on a mismatched size.  Left out: a
+    conditional partner of an unconditional held parameter (holding it would force its parent: a stripe
+    size must not force a chunked layout), and every partner of an unset (``None``) held choice.
+    """
+    position, choice = held
+    params = encoding.params
+    held_size = log2_values(params[position].choices)
+    if held_size is None or params[position].choices[choice] is None:
+        return []
+    partners = {}
+    for ratio in encoding.ratios:
+        if position not in (ratio.first, ratio.second):
+            continue
+        other = ratio.second if ratio.first == position else ratio.first
+        if params[other].parent is not None and params[position].parent is None:
+            continue
+        sizes = log2_values(params[other].choices)
+        set_choices = [k for k, value in enumerate(params[other].choices) if value is not None]
+        partners[other] = min(set_choices, key=lambda k: abs(sizes[k] - held_size[choice]))
+    return sorted(partners.items())

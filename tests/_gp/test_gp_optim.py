@@ -62,7 +62,7 @@ def test_a_slice_holds_one_parameter_at_its_choice_in_both_regimes():
     target = [1, 2, 3, 4, 5]
     for max_enumerate in (100_000, 10):  # exact, then local search
         row = maximize(_separable(enc, target), enc, np.random.default_rng(3), max_enumerate=max_enumerate,
-                       fixed=(2, 0), seeds=np.array([target]))
+                       fixed=((2, 0),), seeds=np.array([target]))
         assert row.tolist() == [1, 2, 0, 4, 5]
 
 
@@ -72,7 +72,7 @@ def test_a_slice_on_a_parent_draws_the_children_it_activates():
     score = lambda rows: -np.abs(rows[:, 2] - 5) - np.abs(rows[:, 1] - 4) * (rows[:, 1] >= 0)  # noqa: E731
     start = np.array([[0, -1, 5]])  # contiguous: the best the unsliced score has
     for max_enumerate in (100_000, 5):
-        row = maximize(score, enc, np.random.default_rng(4), max_enumerate=max_enumerate, fixed=(0, 1),
+        row = maximize(score, enc, np.random.default_rng(4), max_enumerate=max_enumerate, fixed=((0, 1),),
                        seeds=start, exclude={(0, -1, 5)})
         assert row.tolist() == [1, 4, 5]
 
@@ -80,16 +80,32 @@ def test_a_slice_on_a_parent_draws_the_children_it_activates():
 def test_a_slice_with_every_member_excluded_gives_none():
     enc = Encoding({"a": (0, 1), "b": (0, 1)})
     assert maximize(lambda r: np.zeros(len(r)), enc, np.random.default_rng(0), exclude={(1, 0), (1, 1)},
-                    fixed=(0, 1)) is None
+                    fixed=((0, 1),)) is None
 
 
 def test_a_slice_on_a_child_sets_its_parent_to_a_value_that_activates_it():
     enc = Encoding({"layout": ("contiguous", "chunked"), "chunk": tuple(range(6)), "b": tuple(range(8))},
                    {"chunk": ("layout", "chunked")})
-    rows = enc.random(50, np.random.default_rng(5), fixed=(1, 3))
+    rows = enc.random(50, np.random.default_rng(5), fixed=((1, 3),))
     assert (rows[:, 0] == 1).all() and (rows[:, 1] == 3).all()
     score = lambda rows: -np.abs(rows[:, 2] - 5).astype(float) - 3 * (rows[:, 0] == 1)  # noqa: E731  chunked loses
     for max_enumerate in (100_000, 5):
-        row = maximize(score, enc, np.random.default_rng(6), max_enumerate=max_enumerate, fixed=(1, 3),
+        row = maximize(score, enc, np.random.default_rng(6), max_enumerate=max_enumerate, fixed=((1, 3),),
                        seeds=np.array([[0, -1, 5]]), exclude={(0, -1, 5)})
         assert row.tolist() == [1, 3, 5]
+
+
+def test_a_slice_holds_several_parameters_in_both_regimes():
+    enc = Encoding({f"p{i}": tuple(range(6)) for i in range(5)})
+    target = [1, 2, 3, 4, 5]
+    for max_enumerate in (100_000, 10):
+        row = maximize(_separable(enc, target), enc, np.random.default_rng(7), max_enumerate=max_enumerate,
+                       fixed=((2, 0), (4, 1)), seeds=np.array([target]))
+        assert row.tolist() == [1, 2, 0, 4, 1]
+
+
+def test_a_fixed_parent_keeps_its_choice_when_a_fixed_child_activates_it():
+    enc = Encoding({"layout": ("contiguous", "chunked", "compact"), "chunk": tuple(range(6))},
+                   {"chunk": ("layout", ("chunked", "compact"))})
+    rows = enc.random(40, np.random.default_rng(8), fixed=((0, 2), (1, 4)))
+    assert (rows[:, 0] == 2).all() and (rows[:, 1] == 4).all()

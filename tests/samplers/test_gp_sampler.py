@@ -364,6 +364,42 @@ def test_explore_every_measures_a_value_the_model_rules_out():
     assert all(trials_to_the_chunk(seed, 3) <= 30 for seed in range(3))  # 22, 19, 25
 
 
+def test_a_slice_measures_a_held_size_at_its_matching_size():
+    """Chunked layout pays only with chunks of 64 on stripes of 64 (a 4 MiB chunk on 4 MiB stripes); the
+    model's best stripe is 32.  Held at chunk 64 with the acquisition free over the stripe, the slice
+    measures it on a stripe near 32, where it loses, and counts it measured; held with the stripe at the
+    matching size (the chunk / stripe ratio input), it measures the match and the GP follows it.  Two
+    parameters that do nothing make the space sparse in runs."""
+    sizes, chunks = (1, 2, 4, 8, 16, 32, 64, 128), (1, 4, 16, 64, 256, 1024)
+    start = [{"stripe": 32, "b": 8, "layout": "contiguous"}, {"stripe": 16, "b": 8, "layout": "chunked", "chunk": 16},
+             {"stripe": 8, "b": 16, "layout": "chunked", "chunk": 256}, {"stripe": 4, "b": 4, "layout": "chunked", "chunk": 1},
+             {"stripe": 32, "b": 4, "layout": "chunked", "chunk": 1024}, {"stripe": 2, "b": 32, "layout": "chunked", "chunk": 4}]
+
+    def value(p) -> float:
+        bell = lambda x, centre: math.exp(-((math.log2(x) - centre) / 2.5) ** 2)  # noqa: E731
+        matched = p["layout"] == "chunked" and p["chunk"] == 64 and p["stripe"] == 64
+        layout = 1.0 if p["layout"] == "contiguous" else (1.5 if matched else 0.3)
+        return 1000.0 * bell(p["stripe"], 5) * bell(p["b"], 3) * layout
+
+    def trials_to_the_match(seed: int, budget: int = 40) -> int:
+        sampler = GPSampler(seed=seed, n_startup_trials=6, initial_params=start, ratios=(("chunk", "stripe"),))
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        for n in range(1, budget + 1):
+            trial = study.ask()
+            p = {"stripe": trial.suggest_categorical("stripe", sizes), "b": trial.suggest_categorical("b", sizes),
+                 "layout": trial.suggest_categorical("layout", ("contiguous", "chunked"))}
+            trial.suggest_categorical("inert1", sizes)
+            trial.suggest_categorical("inert2", sizes)
+            if p["layout"] == "chunked":
+                p["chunk"] = trial.suggest_categorical("chunk", chunks)
+            study.tell(trial, value(p))
+            if p.get("chunk") == 64 and p["stripe"] == 64:
+                return n
+        return budget + 1
+
+    assert all(trials_to_the_match(seed) <= 40 for seed in range(6))  # 10, 10, 31, 10, 7, 34 (mismatched: 5 of 6 > 40)
+
+
 def test_explore_every_is_checked():
     with pytest.raises(ConfigError, match=r"GPSampler explore_every must be an integer >= 0; got -1; use 0"):
         GPSampler(explore_every=-1)
