@@ -107,7 +107,8 @@ class GPSampler(BaseSampler):
     each trial the GP proposes, system attr ``PRIOR_WEIGHT_ATTR``);
     explore_every: every this many runs (default 3; 0: never), while the
     space holds more than 100 configurations per run, the proposal holds one
-    parameter at the value measured least often so far and lets the
+    parameter at the value measured least often so far, the sizes that act
+    through a ratio to it (``ratios``) at the matching size, and lets the
     acquisition choose the rest (see :mod:`iobo._gp.propose`): a value that
     pays only where its neighbours lose (4 MiB chunks on 4 MiB stripes)
     looks bad to a smooth model and is otherwise never measured.
