@@ -329,36 +329,48 @@ def test_incumbent_runs_is_checked():
         GPSampler(incumbent_runs=0)
 
 
+SIZES, CHUNKS = (1, 2, 4, 8, 16, 32, 64, 128), (1, 4, 16, 64, 256, 1024)
+
+
+def _bell(x: float, centre: float) -> float:
+    return math.exp(-((math.log2(x) - centre) / 2.5) ** 2)
+
+
+def _trials_until(sampler: GPSampler, stripe: str, value, found, budget: int = 40) -> int:
+    """Trials of a study (a size named ``stripe``, ``b``, a layout whose chunked choice brings a chunk size, and
+    two parameters that do nothing, which make the space sparse in runs) until ``found(params)``; budget + 1
+    when never."""
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    for n in range(1, budget + 1):
+        trial = study.ask()
+        p = {stripe: trial.suggest_categorical(stripe, SIZES), "b": trial.suggest_categorical("b", SIZES),
+             "layout": trial.suggest_categorical("layout", ("contiguous", "chunked"))}
+        trial.suggest_categorical("inert1", SIZES)
+        trial.suggest_categorical("inert2", SIZES)
+        if p["layout"] == "chunked":
+            p["chunk"] = trial.suggest_categorical("chunk", CHUNKS)
+        study.tell(trial, value(p))
+        if found(p):
+            return n
+    return budget + 1
+
+
 def test_explore_every_measures_a_value_the_model_rules_out():
     """Chunked layout pays only at one chunk size, 64, between two sizes measured bad (16 and 256; as 4 MiB
     chunks on 4 MiB stripes): the GP reads the sizes as smooth, predicts 64 bad too and never measures it in 40
-    trials; every 3rd run held at the least measured value (acquisition over the rest) measures it within 30.  Two
-    parameters that do nothing make the space sparse in runs (28,672 configurations), where slices are explored."""
-    sizes, chunks = (1, 2, 4, 8, 16, 32, 64, 128), (1, 4, 16, 64, 256, 1024)
+    trials; every 3rd run held at the least measured value (acquisition over the rest) measures it within 30
+    (28,672 configurations: sparse in runs, where slices are explored)."""
     start = [{"a": 16, "b": 8, "layout": "contiguous"}, {"a": 16, "b": 8, "layout": "chunked", "chunk": 16},
              {"a": 8, "b": 16, "layout": "chunked", "chunk": 256}, {"a": 4, "b": 4, "layout": "chunked", "chunk": 1},
              {"a": 32, "b": 4, "layout": "chunked", "chunk": 1024}, {"a": 2, "b": 32, "layout": "chunked", "chunk": 4}]
 
     def value(p) -> float:
-        bell = lambda x, centre: math.exp(-((math.log2(x) - centre) / 2.5) ** 2)  # noqa: E731
         layout = 1.0 if p["layout"] == "contiguous" else (1.3 if p["chunk"] == 64 else 0.3)
-        return 1000.0 * bell(p["a"], 4) * bell(p["b"], 3) * layout
+        return 1000.0 * _bell(p["a"], 4) * _bell(p["b"], 3) * layout
 
-    def trials_to_the_chunk(seed: int, explore_every: int, budget: int = 40) -> int:
+    def trials_to_the_chunk(seed: int, explore_every: int) -> int:
         sampler = GPSampler(seed=seed, n_startup_trials=6, initial_params=start, explore_every=explore_every)
-        study = optuna.create_study(direction="maximize", sampler=sampler)
-        for n in range(1, budget + 1):
-            trial = study.ask()
-            p = {"a": trial.suggest_categorical("a", sizes), "b": trial.suggest_categorical("b", sizes),
-                 "layout": trial.suggest_categorical("layout", ("contiguous", "chunked"))}
-            trial.suggest_categorical("inert1", sizes)
-            trial.suggest_categorical("inert2", sizes)
-            if p["layout"] == "chunked":
-                p["chunk"] = trial.suggest_categorical("chunk", chunks)
-            study.tell(trial, value(p))
-            if p.get("chunk") == 64:
-                return n
-        return budget + 1
+        return _trials_until(sampler, "a", value, lambda p: p.get("chunk") == 64)
 
     assert trials_to_the_chunk(0, 0) > 40  # the model's smoothness keeps the chunk size unmeasured
     assert all(trials_to_the_chunk(seed, 3) <= 30 for seed in range(3))  # 22, 19, 25
@@ -368,34 +380,19 @@ def test_a_slice_measures_a_held_size_at_its_matching_size():
     """Chunked layout pays only with chunks of 64 on stripes of 64 (a 4 MiB chunk on 4 MiB stripes); the
     model's best stripe is 32.  Held at chunk 64 with the acquisition free over the stripe, the slice
     measures it on a stripe near 32, where it loses, and counts it measured; held with the stripe at the
-    matching size (the chunk / stripe ratio input), it measures the match and the GP follows it.  Two
-    parameters that do nothing make the space sparse in runs."""
-    sizes, chunks = (1, 2, 4, 8, 16, 32, 64, 128), (1, 4, 16, 64, 256, 1024)
+    matching size (the chunk / stripe ratio input), it measures the match and the GP follows it."""
     start = [{"stripe": 32, "b": 8, "layout": "contiguous"}, {"stripe": 16, "b": 8, "layout": "chunked", "chunk": 16},
              {"stripe": 8, "b": 16, "layout": "chunked", "chunk": 256}, {"stripe": 4, "b": 4, "layout": "chunked", "chunk": 1},
              {"stripe": 32, "b": 4, "layout": "chunked", "chunk": 1024}, {"stripe": 2, "b": 32, "layout": "chunked", "chunk": 4}]
 
     def value(p) -> float:
-        bell = lambda x, centre: math.exp(-((math.log2(x) - centre) / 2.5) ** 2)  # noqa: E731
         matched = p["layout"] == "chunked" and p["chunk"] == 64 and p["stripe"] == 64
         layout = 1.0 if p["layout"] == "contiguous" else (1.5 if matched else 0.3)
-        return 1000.0 * bell(p["stripe"], 5) * bell(p["b"], 3) * layout
+        return 1000.0 * _bell(p["stripe"], 5) * _bell(p["b"], 3) * layout
 
-    def trials_to_the_match(seed: int, budget: int = 40) -> int:
+    def trials_to_the_match(seed: int) -> int:
         sampler = GPSampler(seed=seed, n_startup_trials=6, initial_params=start, ratios=(("chunk", "stripe"),))
-        study = optuna.create_study(direction="maximize", sampler=sampler)
-        for n in range(1, budget + 1):
-            trial = study.ask()
-            p = {"stripe": trial.suggest_categorical("stripe", sizes), "b": trial.suggest_categorical("b", sizes),
-                 "layout": trial.suggest_categorical("layout", ("contiguous", "chunked"))}
-            trial.suggest_categorical("inert1", sizes)
-            trial.suggest_categorical("inert2", sizes)
-            if p["layout"] == "chunked":
-                p["chunk"] = trial.suggest_categorical("chunk", chunks)
-            study.tell(trial, value(p))
-            if p.get("chunk") == 64 and p["stripe"] == 64:
-                return n
-        return budget + 1
+        return _trials_until(sampler, "stripe", value, lambda p: p.get("chunk") == 64 and p["stripe"] == 64)
 
     assert all(trials_to_the_match(seed) <= 40 for seed in range(6))  # 10, 10, 31, 10, 7, 34 (mismatched: 5 of 6 > 40)
 
