@@ -31,8 +31,7 @@ measures every value in the best context the model knows.  The sizes that
 act through their ratio to the held one (:data:`iobo.space.SIZE_RATIOS`)
 are held with it at the matching size (:func:`matching_sizes`): a 4 MiB
 chunk measured on 1 MiB stripes is measured bad, and counted measured.
-Slices are
-explored only while the space holds more than
+Slices are explored only while the space holds more than
 ``SPARSE_CONFIGURATIONS_PER_RUN`` configurations per run: where the runs
 cover a fair share of it (a recorded table of 72-216 configurations), the
 model has seen most of it and the runs spent on coverage are lost to the
