@@ -60,6 +60,9 @@ from iobo.space import SIZE_RATIOS
 
 PROPOSAL_ATTR = "iobo:proposal"  # trial system attr: the configuration a sampler proposed (a running trial's params-to-be)
 PRIOR_WEIGHT_ATTR = "iobo:prior_weight"  # trial system attr: the weight of GPSampler's prior mean when it proposed it
+SLICE_ATTR = "iobo:slice"  # trial system attr: what GPSampler held a slice run at, {"held": {name: value}},
+# and its prediction for it, "mean" and "sd" (modelled units, log(MB/s) for a bandwidth)
+FOLLOWS_ATTR = "iobo:follows"  # trial system attr: the number of the surprising slice trial GPSampler followed up
 MAX_CANDIDATES = 20_000  # larger spaces are scored on a seeded random sample of this many configurations
 SENSITIVITY_SAMPLES = 4_096  # configurations main effects average over (>= 200 per value of a 16-value parameter)
 GRID_LEVELS = 129  # values of an int or float range the GP chooses from (every value of a smaller range)

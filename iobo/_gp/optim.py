@@ -72,14 +72,14 @@ def maximize(
     exclude = exclude if isinstance(exclude, Excluded) else Excluded(exclude)
     if encoding.size() <= max_enumerate:
         rows = encoding.enumerate()
-        return _best_allowed(rows[_in_slice(rows, fixed)], score, exclude)
+        return _best_allowed(rows[in_slice(rows, fixed)], score, exclude)
     if fixed:  # local search may climb out of the slice: score what lies outside it -inf
         unsliced = score
-        score = lambda rows: np.where(_in_slice(rows, fixed), unsliced(rows), -np.inf)  # noqa: E731
+        score = lambda rows: np.where(in_slice(rows, fixed), unsliced(rows), -np.inf)  # noqa: E731
     return _local_search(score, encoding, rng, exclude, seeds, n_random, n_starts, max_steps, fixed)
 
 
-def _in_slice(rows: np.ndarray, fixed: Sequence[tuple[int, int]]) -> np.ndarray:
+def in_slice(rows: np.ndarray, fixed: Sequence[tuple[int, int]]) -> np.ndarray:
     """Which ``rows`` (``n x p``) take every ``(position, choice)`` of ``fixed`` (``n``, bool)."""
     inside = np.ones(len(rows), dtype=bool)
     for position, choice in fixed:

@@ -31,6 +31,16 @@ measures every value in the best context the model knows.  The sizes that
 act through their ratio to the held one (:data:`iobo.space.SIZE_RATIOS`)
 are held with it at the matching size (:func:`matching_sizes`): a 4 MiB
 chunk measured on 1 MiB stripes is measured bad, and counted measured.
+A slice run that measured well above what the model predicted for it
+(:func:`surprising`: more than ``SURPRISE_SD`` standard deviations) is
+*followed*: its held values are tried in the incumbent's context, the
+incumbent's other settings with at most one more changed (:func:`follow_up`).
+The acquisition alone does not follow it: the slice's other settings were
+chosen for their uncertainty, so the run measured the value in a context
+worse than the incumbent's, and a smooth fit spreads the many bad runs of
+that value's neighbours over it (a 4 MiB chunk on 4 MiB stripes measured at
+0.4 of the optimum beside an incumbent at 0.7 is still predicted at 0.2 in
+the incumbent's context, where it is at 0.9).
 Slices are explored only while the space holds more than
 ``SPARSE_CONFIGURATIONS_PER_RUN`` configurations per run: where the runs
 cover a fair share of it (a recorded table of 72-216 configurations), the
@@ -40,6 +50,7 @@ search (``experiments/results/sampler-explore.txt``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,9 +58,10 @@ import numpy as np
 from iobo._gp import model
 from iobo._gp.acquisition import log_augmented_ei
 from iobo._gp.encoding import Encoding, log2_values
-from iobo._gp.optim import Excluded, maximize
+from iobo._gp.optim import Excluded, in_slice, maximize
 
 N_PROMISING = 3  # measured configurations that may be re-measured
+SURPRISE_SD = 1.5  # a slice run this many predicted standard deviations above its predicted mean is followed
 SPARSE_CONFIGURATIONS_PER_RUN = 100  # slices are explored while the space holds more configurations per run
 WARM_ITERATIONS = 10  # L-BFGS-B steps of a warm-started refit: each trial continues the last fit
 
@@ -99,6 +111,28 @@ def fit(
     return Fit(distinct, counts, shift + scale * mean, posterior, shift, scale)
 
 
+@dataclass(frozen=True)
+class Proposal:
+    """The next configuration to measure.
+
+    row: its index row (``p``); held: the ``(position, choice)`` pairs it was
+    held at, when proposed in a slice (else empty); mean, sd: then its
+    predicted modelled value (``log`` units) and that prediction's standard
+    deviation with the noise of one run (else None), for :func:`surprising`.
+    """
+
+    row: np.ndarray
+    held: tuple[tuple[int, int], ...] = ()
+    mean: float | None = None
+    sd: float | None = None
+
+
+def surprising(measured: float, mean: float, sd: float) -> bool:
+    """Whether a slice run's ``measured`` modelled value lies more than ``SURPRISE_SD`` of its
+    predicted ``sd`` above its predicted ``mean`` (all in ``log`` units, larger is better)."""
+    return measured > mean + SURPRISE_SD * sd
+
+
 def propose(
     encoding: Encoding,
     fitted: Fit,
@@ -109,21 +143,24 @@ def propose(
     max_enumerate: int = 100_000,
     incumbent_runs: int = 1,
     explore_every: int = 0,
-) -> np.ndarray:
-    """Index row (``p``) of the next configuration to measure.
+    follow: tuple[tuple[int, int], ...] = (),
+) -> Proposal:
+    """The next configuration to measure.
 
     pending: rows being measured now (``k x p``); failed: rows that failed or
     were pruned (``f x p``), never proposed again; incumbent_runs: the
     incumbent is re-measured first while measured fewer times than this
     (and not pending); explore_every: the run whose number (runs measured
     and pending, counting from 0) is a multiple of this is proposed in the
-    least measured slice (0: never) while the space is sparse in runs.
+    least measured slice (0: never) while the space is sparse in runs;
+    follow: ``(position, choice)`` pairs of a surprising slice run, tried
+    first in the incumbent's context (:func:`follow_up`).
     """
     incumbent = fitted.rows[fitted.best]
     if fitted.counts[fitted.best] < incumbent_runs and tuple(incumbent.tolist()) not in {
         tuple(r) for r in np.asarray(pending).tolist()
     }:
-        return np.asarray(incumbent, dtype=np.int64)
+        return Proposal(np.asarray(incumbent, dtype=np.int64))
     standard_mean = (fitted.mean - fitted.shift) / fitted.scale
     best = float(standard_mean.max())
     posterior = fitted.posterior.with_fantasies(encoding.slots(pending))
@@ -141,21 +178,58 @@ def propose(
         return maximize(score, encoding, rng, exclude, seeds=fitted.rows[promising], max_enumerate=max_enumerate,
                         fixed=fixed)
 
-    row = None
+    if follow:
+        candidates = follow_up(score, encoding, incumbent, follow, rng)
+        candidates = candidates[[tuple(r) not in exclude for r in candidates.tolist()]]
+        if len(candidates):
+            return Proposal(candidates[int(np.argmax(score(candidates)))])
     runs = int(fitted.counts.sum()) + len(pending)
     if explore_every and runs % explore_every == 0 and encoding.size() > SPARSE_CONFIGURATIONS_PER_RUN * runs:
         measured_rows = np.concatenate([np.repeat(fitted.rows, fitted.counts, axis=0), np.asarray(pending).reshape(
             -1, fitted.rows.shape[1])])
         held = least_measured_slice(measured_rows, incumbent, encoding, rng)
         if held is not None:
-            row = acquisition_max((held, *matching_sizes(held, encoding)))
-    if row is None:
-        row = acquisition_max()
+            held = (held, *matching_sizes(held, encoding))
+            row = acquisition_max(held)
+            if row is not None:
+                mean, variance = posterior.predict(encoding.slots(row[None]))
+                sd = fitted.scale * float(np.sqrt(variance[0] + fitted.posterior.noise_variance))
+                return Proposal(row, held, fitted.shift + fitted.scale * float(mean[0]), sd)
+    row = acquisition_max()
     if row is None:  # everything allowed was measured: re-measure the best-scoring configuration
         busy = Excluded(busy)
         candidates = np.array([r for r in fitted.rows.tolist() if tuple(r) not in busy] or fitted.rows.tolist())
         row = candidates[int(np.argmax(score(candidates)))]
-    return np.asarray(row, dtype=np.int64)
+    return Proposal(np.asarray(row, dtype=np.int64))
+
+
+def follow_up(score: Callable[[np.ndarray], np.ndarray], encoding: Encoding, incumbent: np.ndarray,
+              held: tuple[tuple[int, int], ...], rng: np.random.Generator) -> np.ndarray:
+    """Index rows (``m x p``) that take the ``held`` ``(position, choice)`` pairs in the ``incumbent``'s
+    (``p``) context: the incumbent with the held choices (what that leaves open, a held child's parent
+    or a child the held values activate, at the best ``score``), and each of that configuration's
+    neighbours (one more parameter changed, :meth:`Encoding.neighbours`) that still takes them.
+    The one more change lets a held value bring a partner that is not a size ratio (collective
+    transfers bring collective buffering on).
+    """
+    positions = {position for position, _ in held}
+    parents = {encoding.params[i].parent[0] for i in positions if encoding.params[i].parent is not None}
+
+    def under_held(i: int) -> bool:  # a descendant of a held parameter: its activity is the held value's
+        while encoding.params[i].parent is not None:
+            i = encoding.params[i].parent[0]
+            if i in positions:
+                return True
+        return False
+
+    kept = tuple((i, int(k)) for i, k in enumerate(incumbent)
+                 if i not in positions | parents and k >= 0 and not under_held(i))
+    base = maximize(score, encoding, rng, fixed=(*held, *kept))
+    if base is None:  # the incumbent's context contradicts the held values
+        return np.zeros((0, len(encoding.params)), dtype=np.int64)
+    near, _ = encoding.neighbours(base[None])
+    rows = np.concatenate([base[None], near])
+    return rows[in_slice(rows, held)]
 
 
 def least_measured_slice(rows: np.ndarray, incumbent: np.ndarray, encoding: Encoding,

@@ -63,7 +63,7 @@ from iobo.samplers._checks import check_int
 from iobo.samplers._prior_mean import PriorMean, WeightedPrior
 from iobo.space import SIZE_RATIOS
 from iobo.surrogate import PROPOSAL_ATTR, Surrogate, TrialData, configuration_key, contains, grid, is_usable
-from iobo.surrogate import PRIOR_WEIGHT_ATTR
+from iobo.surrogate import FOLLOWS_ATTR, PRIOR_WEIGHT_ATTR, SLICE_ATTR
 
 REFIT_GROWTH = 1.1  # re-optimise the GP hyperparameters when the data grew by 10%
 STARTUP_BLOCKS = 20  # hypercubes tried for a start-up point that was not measured yet
@@ -111,7 +111,12 @@ class GPSampler(BaseSampler):
     through a ratio to it (``ratios``) at the matching size, and lets the
     acquisition choose the rest (see :mod:`iobo._gp.propose`): a value that
     pays only where its neighbours lose (4 MiB chunks on 4 MiB stripes)
-    looks bad to a smooth model and is otherwise never measured.
+    looks bad to a smooth model and is otherwise never measured.  A slice
+    run that measured well above its prediction is followed: the next
+    proposal tries its held values in the incumbent's context.  What a
+    slice held and predicted is recorded on its trial (system attr
+    ``SLICE_ATTR``), and the trial that follows it names it
+    (``FOLLOWS_ATTR``), so a resumed study follows each slice once.
     """
 
     def __init__(
@@ -204,9 +209,44 @@ class GPSampler(BaseSampler):
         with threadpool_limits(1):  # BLAS/OpenMP threads only slow down these small problems
             fitted = self._fit(data, remember=True).fit
             rng = np.random.default_rng([self._seed, trial.number])
-            row = propose(data.encoding, fitted, rng, data.pending, data.failed, self._max_repeats, self._max_enumerate,
-                          self._incumbent_runs, self._explore_every)
-        return data.encoding.to_config(row)
+            followed, follow = self._surprising_slice(study, data)
+            proposal = propose(data.encoding, fitted, rng, data.pending, data.failed, self._max_repeats,
+                               self._max_enumerate, self._incumbent_runs, self._explore_every, follow)
+        if follow:
+            _compat.set_trial_system_attr(study, trial, FOLLOWS_ATTR, followed)
+        if proposal.held:
+            held = {data.encoding.params[i].name: data.encoding.params[i].choices[k] for i, k in proposal.held}
+            _compat.set_trial_system_attr(study, trial, SLICE_ATTR,
+                                          {"held": held, "mean": proposal.mean, "sd": proposal.sd})
+        return data.encoding.to_config(proposal.row)
+
+    @staticmethod
+    def _surprising_slice(study: Study, data: TrialData) -> tuple[int | None, tuple[tuple[int, int], ...]]:
+        """The latest slice trial (system attr ``SLICE_ATTR``) and its held ``(position, choice)`` pairs,
+        when it completed :func:`~iobo._gp.propose.surprising` ly well and no later trial followed it
+        (system attr ``FOLLOWS_ATTR``); else ``(None, ())``.  Kept in the study, so a resumed or
+        parallel study follows the same slice once."""
+        from iobo._gp.propose import surprising
+
+        trials = study.get_trials(deepcopy=False)
+        numbers = [t.number for t in trials if SLICE_ATTR in t.system_attrs]
+        if not numbers or any(t.system_attrs.get(FOLLOWS_ATTR) == numbers[-1] for t in trials):
+            return None, ()
+        where = [i for i, t in enumerate(data.usable) if t.number == numbers[-1]]
+        if not where:  # still running, failed, or a value the model cannot take
+            return None, ()
+        record = next(t for t in trials if t.number == numbers[-1]).system_attrs[SLICE_ATTR]
+        if not surprising(float(data.targets[where[0]]), record["mean"], record["sd"]):
+            return None, ()
+        encoding, held = data.encoding, []
+        for name, value in record["held"].items():
+            if name not in encoding.names:
+                return None, ()
+            param = encoding.params[encoding.names.index(name)]
+            if (type(value), value) not in param.keys:
+                return None, ()
+            held.append((encoding.names.index(name), param.index(value)))
+        return numbers[-1], tuple(held)
 
     def sample_independent(
         self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution

@@ -3,7 +3,7 @@
 import numpy as np
 
 from iobo._gp.encoding import Encoding
-from iobo._gp.propose import least_measured_slice, matching_sizes
+from iobo._gp.propose import fit, follow_up, least_measured_slice, matching_sizes, propose, surprising
 
 MiB = 2**20
 
@@ -41,3 +41,98 @@ def test_the_least_measured_value_other_than_the_incumbents_is_held():
                                             "chunk_size": c, "romio_cb_write": "enable"} for c in (MiB, 4 * MiB, 64 * MiB)])])
     # every value measured at least once but the 64 KiB chunk
     assert least_measured_slice(rows, rows[0], enc, np.random.default_rng(0)) == (3, 0)
+
+
+def _held(enc: Encoding, **values) -> tuple[tuple[int, int], ...]:
+    return tuple((enc.names.index(n), enc.params[enc.names.index(n)].index(v)) for n, v in values.items())
+
+
+def test_a_follow_up_takes_the_held_values_in_the_incumbents_context_with_one_more_change_at_most():
+    enc = _io_encoding()
+    incumbent = enc.to_row({"striping_unit": 16 * MiB, "cb_buffer_size": 8 * MiB, "layout": "contiguous",
+                            "romio_cb_write": "enable"})
+    held = _held(enc, chunk_size=4 * MiB, striping_unit=4 * MiB)
+    rows = follow_up(lambda r: np.zeros(len(r)), enc, incumbent, held, np.random.default_rng(0))
+    base = enc.to_row({"striping_unit": 4 * MiB, "cb_buffer_size": 8 * MiB, "layout": "chunked",
+                       "chunk_size": 4 * MiB, "romio_cb_write": "enable"})  # the held child brings its parent
+    assert base.tolist() in rows.tolist()
+    assert all(enc.to_config(r)["chunk_size"] == 4 * MiB and enc.to_config(r)["striping_unit"] == 4 * MiB for r in rows)
+    assert all(np.count_nonzero(r != base) <= 1 for r in rows)
+    assert {tuple(r) for r in enc.neighbours(base[None])[0].tolist()} & {tuple(r) for r in rows.tolist()}
+
+
+def test_a_follow_up_drops_what_the_held_value_deactivates():
+    enc = _io_encoding()
+    incumbent = enc.to_row({"striping_unit": 4 * MiB, "cb_buffer_size": 4 * MiB, "layout": "chunked",
+                            "chunk_size": 4 * MiB, "romio_cb_write": "disable"})
+    rows = follow_up(lambda r: np.zeros(len(r)), enc, incumbent, _held(enc, layout="contiguous"),
+                     np.random.default_rng(0))
+    assert enc.to_row({"striping_unit": 4 * MiB, "cb_buffer_size": 4 * MiB, "layout": "contiguous",
+                       "romio_cb_write": "disable"}).tolist() in rows.tolist()
+
+
+def test_only_a_run_well_above_its_prediction_is_surprising():
+    assert surprising(1.0, 0.0, 0.5)  # 2 standard deviations above
+    assert not surprising(0.7, 0.0, 0.5)  # 1.4
+    assert not surprising(-1.0, 0.0, 0.5)
+
+
+def _chunked_runs(enc: Encoding) -> tuple[np.ndarray, np.ndarray]:
+    """Runs like a study's halfway through: the contiguous layout measured widely, chunks measured bad on
+    mismatched stripes, and one slice run of 4 MiB chunks on 4 MiB stripes in a poor context (1 MiB buffer,
+    collective buffering off), where it measured about half the incumbent's value.  The truth: chunks of
+    the stripe size pay 1.3x, other chunks 0.3x."""
+    def truth(c) -> float:
+        unit = c["striping_unit"] or MiB
+        value = 1000.0 * np.exp(-(np.log2(unit / (8 * MiB)) / 2.0) ** 2) * (1.0 if c["romio_cb_write"] == "enable" else 0.5)
+        value *= np.exp(-(np.log2(c["cb_buffer_size"] / unit) / 2.5) ** 2) * 0.5 + 0.5
+        if c["layout"] == "chunked":
+            value *= 1.3 if c["chunk_size"] == unit == 4 * MiB else 0.3
+        return value
+    configs = [{"striping_unit": s, "cb_buffer_size": b, "layout": "contiguous", "romio_cb_write": w}
+               for s in (None, MiB, 4 * MiB, 16 * MiB) for b in (MiB, 8 * MiB) for w in ("enable", "disable")]
+    configs += [{"striping_unit": s, "cb_buffer_size": b, "layout": "chunked", "chunk_size": k, "romio_cb_write": "enable"}
+                for s, b, k in ((MiB, 8 * MiB, 64 * MiB), (16 * MiB, 2 * MiB, 4 * MiB), (4 * MiB, 4 * MiB, MiB),
+                                (16 * MiB, 8 * MiB, 64 * 1024), (MiB, MiB, 4 * MiB), (16 * MiB, 4 * MiB, MiB))]
+    configs.append({"striping_unit": 4 * MiB, "cb_buffer_size": MiB, "layout": "chunked", "chunk_size": 4 * MiB,
+                    "romio_cb_write": "disable"})
+    return enc.to_rows(configs), np.log([truth(c) for c in configs])
+
+
+def test_a_surprising_slice_is_followed_into_the_incumbents_context():
+    """The fit rates 4 MiB chunks on 4 MiB stripes in the incumbent's context below the incumbent (the bad
+    chunked runs around it); followed, the proposal takes them there, where they pay 1.3x."""
+    enc = _io_encoding()
+    rows, log_values = _chunked_runs(enc)
+    fitted = fit(enc, rows, log_values)
+    incumbent = enc.to_config(fitted.rows[fitted.best])
+    assert incumbent["layout"] == "contiguous" and incumbent["romio_cb_write"] == "enable"
+    held = _held(enc, chunk_size=4 * MiB, striping_unit=4 * MiB)
+    target = enc.to_row({**incumbent, "layout": "chunked", "chunk_size": 4 * MiB, "striping_unit": 4 * MiB})
+    none = np.zeros((0, len(enc.params)), dtype=np.int64)
+    mean, _ = fitted.posterior.predict(enc.slots(target[None]))
+    assert fitted.shift + fitted.scale * mean[0] < fitted.mean[fitted.best]  # the model alone does not go there:
+    assert enc.to_config(propose(enc, fitted, np.random.default_rng(0), none, none).row)["layout"] == "contiguous"
+    proposal = propose(enc, fitted, np.random.default_rng(0), none, none, follow=held)
+    assert proposal.held == ()
+    config = enc.to_config(proposal.row)
+    assert config["chunk_size"] == 4 * MiB and config["striping_unit"] == 4 * MiB
+    assert np.count_nonzero(proposal.row != target) <= 1
+
+
+def test_a_slice_proposal_carries_what_it_held_and_its_prediction():
+    """In a space sparse in runs (an inert 64-valued parameter: 10,240 configurations for 23 runs) every
+    run is a slice turn with ``explore_every=1``; the proposal says what it held and what it predicted."""
+    io = _io_encoding()
+    enc = Encoding({**{p.name: p.choices for p in io.params}, "zinert": tuple(range(64))},
+                   {"chunk_size": ("layout", "chunked")},
+                   ratios=[("cb_buffer_size", "striping_unit"), ("chunk_size", "striping_unit")])
+    io_rows, log_values = _chunked_runs(io)
+    rows = np.concatenate([io_rows, np.zeros((len(io_rows), 1), dtype=np.int64)], axis=1)
+    fitted = fit(enc, rows, log_values)
+    none = np.zeros((0, len(enc.params)), dtype=np.int64)
+    proposal = propose(enc, fitted, np.random.default_rng(0), none, none, explore_every=1)
+    assert proposal.held and proposal.mean is not None and proposal.sd > 0
+    assert all(proposal.row[i] == k for i, k in proposal.held)
+    assert proposal.held[1:] == tuple(matching_sizes(proposal.held[0], enc))
+    assert propose(enc, fitted, np.random.default_rng(0), none, none, explore_every=0).held == ()

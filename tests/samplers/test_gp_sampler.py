@@ -15,7 +15,7 @@ from optuna.trial import TrialState, create_trial
 from iobo.errors import ConfigError
 from iobo.samplers import GPSampler
 from iobo.space import Workload, io_stack_space
-from iobo.surrogate import TrialData, configuration_key
+from iobo.surrogate import FOLLOWS_ATTR, SLICE_ATTR, TrialData, configuration_key
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -400,3 +400,51 @@ def test_a_slice_measures_a_held_size_at_its_matching_size():
 def test_explore_every_is_checked():
     with pytest.raises(ConfigError, match=r"GPSampler explore_every must be an integer >= 0; got -1; use 0"):
         GPSampler(explore_every=-1)
+
+
+def test_a_surprising_slice_is_followed_once_and_after_a_resume(tmp_path):
+    """A slice run that measured well above its prediction is followed by the next proposal, which takes its
+    held values; what was held and predicted lives in the study (SQLite), so a new process resuming the
+    study follows it too, and nothing follows it twice."""
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    start = [{"stripe": 32, "b": 8, "layout": "contiguous"}, {"stripe": 16, "b": 8, "layout": "chunked", "chunk": 16},
+             {"stripe": 8, "b": 16, "layout": "chunked", "chunk": 256}, {"stripe": 4, "b": 4, "layout": "chunked", "chunk": 1},
+             {"stripe": 32, "b": 4, "layout": "chunked", "chunk": 1024}, {"stripe": 2, "b": 32, "layout": "chunked", "chunk": 4}]
+
+    def value(p) -> float:
+        matched = p["layout"] == "chunked" and p["chunk"] == 64 and p["stripe"] == 64
+        return 1000.0 * _bell(p["stripe"], 5) * _bell(p["b"], 3) * (1.0 if p["layout"] == "contiguous" else 1.5 if matched else 0.3)
+
+    def sampler() -> GPSampler:
+        return GPSampler(seed=0, n_startup_trials=6, initial_params=start, ratios=(("chunk", "stripe"),))
+
+    def run_one(study) -> optuna.trial.FrozenTrial:
+        trial = study.ask()
+        p = {"stripe": trial.suggest_categorical("stripe", SIZES), "b": trial.suggest_categorical("b", SIZES),
+             "layout": trial.suggest_categorical("layout", ("contiguous", "chunked"))}
+        trial.suggest_categorical("inert1", SIZES)
+        trial.suggest_categorical("inert2", SIZES)
+        if p["layout"] == "chunked":
+            p["chunk"] = trial.suggest_categorical("chunk", CHUNKS)
+        study.tell(trial, value(p))
+        return study.trials[trial.number]
+
+    def surprise(t) -> bool:
+        record = t.system_attrs.get(SLICE_ATTR)
+        return record is not None and math.log(t.value) > record["mean"] + 1.5 * record["sd"]
+
+    study = optuna.create_study(direction="maximize", sampler=sampler(), storage=storage, study_name="s")
+    for _ in range(40):
+        last = run_one(study)
+        if surprise(last):
+            break
+    assert surprise(last), "no slice run surprised within 40 trials"
+    resumed = optuna.load_study(study_name="s", storage=storage, sampler=sampler())  # as after a kill
+    follow = run_one(resumed)
+    assert follow.system_attrs.get(FOLLOWS_ATTR) == last.number
+    held = last.system_attrs[SLICE_ATTR]["held"]
+    assert held and all(follow.params.get(name) == v for name, v in held.items())
+    for _ in range(10):
+        run_one(resumed)
+    follows = [t.system_attrs[FOLLOWS_ATTR] for t in resumed.trials if FOLLOWS_ATTR in t.system_attrs]
+    assert len(follows) == len(set(follows))
