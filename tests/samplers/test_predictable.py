@@ -65,3 +65,17 @@ def test_blind_sampling_expectations_match_a_seeded_simulation():
     assert predictable.blind_within(n, s, False, budget) == pytest.approx(np.mean(found <= budget), abs=0.01)
     assert predictable.blind_median(n, s, False) == int(np.ceil(np.quantile(found, 0.5)))
     assert predictable.blind_expected(n, s, True) == 1.0 and predictable.blind_within(n, s, True) == 1.0
+
+
+def test_blinds_chance_of_showing_its_own_figures_matches_shuffled_benchmarks():
+    """Checked against benchmarks simulated the plain way: 20 runs, each a shuffle of the 39 non-default
+    configurations of a 40-configuration table with 3 in S."""
+    n, s, runs = 40, 3, 20
+    rng = np.random.default_rng(1)
+    shuffles = np.argsort(rng.random((4000, runs, n - 1)), axis=2)
+    evaluations = 2 + np.argmax(shuffles < s, axis=2)  # the default, then up to the first S member
+    median, within = predictable.blind_median(n, s, False), math.floor(runs * predictable.blind_within(n, s, False))
+    plain = np.mean((np.median(evaluations, axis=1) <= median) & ((evaluations <= predictable.WITHIN).sum(axis=1) >= within))
+    assert predictable.blind_meets_its_own_figures(n, s, False) == pytest.approx(plain, abs=0.03)
+    assert 0.2 < plain < 0.8  # neither sure nor hopeless: a coin flip
+    assert predictable.blind_meets_its_own_figures(n, s, True) == 1.0
