@@ -342,17 +342,33 @@ def _trials_until(sampler: GPSampler, stripe: str, value, found, budget: int = 4
     when never."""
     study = optuna.create_study(direction="maximize", sampler=sampler)
     for n in range(1, budget + 1):
-        trial = study.ask()
-        p = {stripe: trial.suggest_categorical(stripe, SIZES), "b": trial.suggest_categorical("b", SIZES),
-             "layout": trial.suggest_categorical("layout", ("contiguous", "chunked"))}
-        trial.suggest_categorical("inert1", SIZES)
-        trial.suggest_categorical("inert2", SIZES)
-        if p["layout"] == "chunked":
-            p["chunk"] = trial.suggest_categorical("chunk", CHUNKS)
-        study.tell(trial, value(p))
-        if found(p):
+        if found(_one_trial(study, stripe, value)):
             return n
     return budget + 1
+
+
+def _one_trial(study: optuna.Study, stripe: str, value) -> dict:
+    """One trial of :func:`_trials_until`'s study, told ``value(params)``; its params."""
+    trial = study.ask()
+    p = {stripe: trial.suggest_categorical(stripe, SIZES), "b": trial.suggest_categorical("b", SIZES),
+         "layout": trial.suggest_categorical("layout", ("contiguous", "chunked"))}
+    trial.suggest_categorical("inert1", SIZES)
+    trial.suggest_categorical("inert2", SIZES)
+    if p["layout"] == "chunked":
+        p["chunk"] = trial.suggest_categorical("chunk", CHUNKS)
+    study.tell(trial, value(p))
+    return p
+
+
+# chunks of 64 on stripes of 64 (4 MiB on 4 MiB) pay 1.5x; the model's best stripe is 32
+MATCH_START = [{"stripe": 32, "b": 8, "layout": "contiguous"}, {"stripe": 16, "b": 8, "layout": "chunked", "chunk": 16},
+               {"stripe": 8, "b": 16, "layout": "chunked", "chunk": 256}, {"stripe": 4, "b": 4, "layout": "chunked", "chunk": 1},
+               {"stripe": 32, "b": 4, "layout": "chunked", "chunk": 1024}, {"stripe": 2, "b": 32, "layout": "chunked", "chunk": 4}]
+
+
+def _matched_value(p) -> float:
+    matched = p["layout"] == "chunked" and p["chunk"] == 64 and p["stripe"] == 64
+    return 1000.0 * _bell(p["stripe"], 5) * _bell(p["b"], 3) * (1.0 if p["layout"] == "contiguous" else 1.5 if matched else 0.3)
 
 
 def test_explore_every_measures_a_value_the_model_rules_out():
@@ -381,18 +397,9 @@ def test_a_slice_measures_a_held_size_at_its_matching_size():
     model's best stripe is 32.  Held at chunk 64 with the acquisition free over the stripe, the slice
     measures it on a stripe near 32, where it loses, and counts it measured; held with the stripe at the
     matching size (the chunk / stripe ratio input), it measures the match and the GP follows it."""
-    start = [{"stripe": 32, "b": 8, "layout": "contiguous"}, {"stripe": 16, "b": 8, "layout": "chunked", "chunk": 16},
-             {"stripe": 8, "b": 16, "layout": "chunked", "chunk": 256}, {"stripe": 4, "b": 4, "layout": "chunked", "chunk": 1},
-             {"stripe": 32, "b": 4, "layout": "chunked", "chunk": 1024}, {"stripe": 2, "b": 32, "layout": "chunked", "chunk": 4}]
-
-    def value(p) -> float:
-        matched = p["layout"] == "chunked" and p["chunk"] == 64 and p["stripe"] == 64
-        layout = 1.0 if p["layout"] == "contiguous" else (1.5 if matched else 0.3)
-        return 1000.0 * _bell(p["stripe"], 5) * _bell(p["b"], 3) * layout
-
     def trials_to_the_match(seed: int) -> int:
-        sampler = GPSampler(seed=seed, n_startup_trials=6, initial_params=start, ratios=(("chunk", "stripe"),))
-        return _trials_until(sampler, "stripe", value, lambda p: p.get("chunk") == 64 and p["stripe"] == 64)
+        sampler = GPSampler(seed=seed, n_startup_trials=6, initial_params=MATCH_START, ratios=(("chunk", "stripe"),))
+        return _trials_until(sampler, "stripe", _matched_value, lambda p: p.get("chunk") == 64 and p["stripe"] == 64)
 
     assert all(trials_to_the_match(seed) <= 40 for seed in range(6))  # 10, 10, 31, 10, 7, 34 (mismatched: 5 of 6 > 40)
 
@@ -407,27 +414,13 @@ def test_a_surprising_slice_is_followed_once_and_after_a_resume(tmp_path):
     held values; what was held and predicted lives in the study (SQLite), so a new process resuming the
     study follows it too, and nothing follows it twice."""
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    start = [{"stripe": 32, "b": 8, "layout": "contiguous"}, {"stripe": 16, "b": 8, "layout": "chunked", "chunk": 16},
-             {"stripe": 8, "b": 16, "layout": "chunked", "chunk": 256}, {"stripe": 4, "b": 4, "layout": "chunked", "chunk": 1},
-             {"stripe": 32, "b": 4, "layout": "chunked", "chunk": 1024}, {"stripe": 2, "b": 32, "layout": "chunked", "chunk": 4}]
-
-    def value(p) -> float:
-        matched = p["layout"] == "chunked" and p["chunk"] == 64 and p["stripe"] == 64
-        return 1000.0 * _bell(p["stripe"], 5) * _bell(p["b"], 3) * (1.0 if p["layout"] == "contiguous" else 1.5 if matched else 0.3)
 
     def sampler() -> GPSampler:
-        return GPSampler(seed=0, n_startup_trials=6, initial_params=start, ratios=(("chunk", "stripe"),))
+        return GPSampler(seed=0, n_startup_trials=6, initial_params=MATCH_START, ratios=(("chunk", "stripe"),))
 
     def run_one(study) -> optuna.trial.FrozenTrial:
-        trial = study.ask()
-        p = {"stripe": trial.suggest_categorical("stripe", SIZES), "b": trial.suggest_categorical("b", SIZES),
-             "layout": trial.suggest_categorical("layout", ("contiguous", "chunked"))}
-        trial.suggest_categorical("inert1", SIZES)
-        trial.suggest_categorical("inert2", SIZES)
-        if p["layout"] == "chunked":
-            p["chunk"] = trial.suggest_categorical("chunk", CHUNKS)
-        study.tell(trial, value(p))
-        return study.trials[trial.number]
+        _one_trial(study, "stripe", _matched_value)
+        return study.trials[-1]
 
     def surprise(t) -> bool:
         record = t.system_attrs.get(SLICE_ATTR)
