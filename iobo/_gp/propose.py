@@ -50,7 +50,6 @@ search (``experiments/results/sampler-explore.txt``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,7 +57,7 @@ import numpy as np
 from iobo._gp import model
 from iobo._gp.acquisition import log_augmented_ei
 from iobo._gp.encoding import Encoding, log2_values
-from iobo._gp.optim import Excluded, in_slice, maximize
+from iobo._gp.optim import Excluded, Score, in_slice, maximize
 
 N_PROMISING = 3  # measured configurations that may be re-measured
 SURPRISE_SD = 1.5  # a slice run this many predicted standard deviations above its predicted mean is followed
@@ -203,8 +202,8 @@ def propose(
     return Proposal(np.asarray(row, dtype=np.int64))
 
 
-def follow_up(score: Callable[[np.ndarray], np.ndarray], encoding: Encoding, incumbent: np.ndarray,
-              held: tuple[tuple[int, int], ...], rng: np.random.Generator) -> np.ndarray:
+def follow_up(score: Score, encoding: Encoding, incumbent: np.ndarray, held: tuple[tuple[int, int], ...],
+              rng: np.random.Generator) -> np.ndarray:
     """Index rows (``m x p``) that take the ``held`` ``(position, choice)`` pairs in the ``incumbent``'s
     (``p``) context: the incumbent with the held choices (what that leaves open, a held child's parent
     or a child the held values activate, at the best ``score``), and each of that configuration's
