@@ -2,7 +2,7 @@
  * libiobo_preload.so, the parts every level shares (overview in common.h):
  * the settings and their parsing, output, the accounting state, the outcome
  * of each setting, file records, how the program has HDF5, and at exit the
- * warnings, the JSON report, MPI_Finalize and the destructor.
+ * warnings, the JSON report, MPI_Finalize, MPI_Abort and the destructor.
  */
 #include "common.h"
 
@@ -999,6 +999,46 @@ int MPI_Finalize(void)
     if (report_prefix[0])
         write_report(rank, ranks, true, hdf5_linked(load(&hdf5_calls)), program);
     return status;
+}
+
+/* Before the real MPI_Abort, the shim waits until the launcher has read what
+ * the program wrote to stdout and stderr (pipes to MPICH's proxy), then
+ * ABORT_GRACE_US more, at most ABORT_WAIT_MAX_US in all (microseconds). Without
+ * it, MPICH kills the job without always forwarding what was written just
+ * before the abort: the line that says why the program failed (measured with
+ * MPICH 4 on 2 ranks: lost in 4-8 of 100 runs of a program that prints one
+ * line and aborts, 5-9 of 30 when it prints 2,000 lines first; 0 with the wait). */
+#define ABORT_GRACE_US 20000
+#define ABORT_WAIT_MAX_US 2000000
+#define ABORT_POLL_US 1000
+
+/* Bytes written to ``fd`` and not yet read by the other end when it is a pipe; 0 else. */
+static int unread_in_pipe(int fd)
+{
+    struct stat st;
+    int unread = 0;
+    if (fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode) || ioctl(fd, FIONREAD, &unread) != 0)
+        return 0;
+    return unread;
+}
+
+typedef int (*MPI_Abort_fn)(MPI_Comm, int);
+static MPI_Abort_fn real_MPI_Abort;
+
+int MPI_Abort(MPI_Comm comm, int errorcode)
+{
+    MPI_Abort_fn real = REAL(MPI_Abort);
+    if (!real)
+        real = PMPI_Abort;
+    fflush(stdout);
+    fflush(stderr);
+    long waited_us = 0;
+    while (waited_us < ABORT_WAIT_MAX_US && (unread_in_pipe(STDOUT_FILENO) || unread_in_pipe(STDERR_FILENO))) {
+        usleep(ABORT_POLL_US);
+        waited_us += ABORT_POLL_US;
+    }
+    usleep(ABORT_GRACE_US);
+    return real(comm, errorcode);
 }
 
 /* A process that did not finalize MPI (a program without MPI, or one that

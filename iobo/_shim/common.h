@@ -47,7 +47,8 @@
  *              what took effect, file records, the JSON writer
  *   common.c   settings and init, output, accounting state, outcome of the
  *              settings, file records, how the program has HDF5, and at exit
- *              the warnings, the report, MPI_Finalize and the destructor
+ *              the warnings, the report, MPI_Finalize, MPI_Abort (lets the
+ *              launcher read the program's last words) and the destructor
  *   hdf5.c     H5Fcreate, H5Fopen, H5Fclose, H5Fflush, H5Dcreate2/1/anon,
  *              H5Dopen2, H5Dclose, H5Dwrite, H5Dread; the report's datasets
  *              and transfer modes
@@ -80,6 +81,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <time.h>

@@ -63,6 +63,7 @@ def programs(tmp_path_factory):
         "mpiio": ["mpicc.mpich", *warnings, "-o", str(out / "mpiio"), str(SOURCES / "mpiio.c")],
         "posix": ["mpicc.mpich", *warnings, "-o", str(out / "posix"), str(SOURCES / "posix.c")],
         "vectored": ["mpicc.mpich", *warnings, "-o", str(out / "vectored"), str(SOURCES / "vectored.c")],
+        "last_words": ["mpicc.mpich", *warnings, "-o", str(out / "last_words"), str(SOURCES / "last_words.c")],
     }
     for name, command in builds.items():  # in `out`: h5pcc leaves its object files in the working directory
         build = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=out)
