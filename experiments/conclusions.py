@@ -114,8 +114,8 @@ def main(argv=None) -> None:
           f"{statistics.median(estimates):.2f}x (range {min(estimates):.2f}-{max(estimates):.2f}); "
           f"estimate / confirmed: median {statistics.median(e / s for e, s in zip(estimates, speedups)):.2f}")
     holds_one = sum(1 for r in results if r["interval"] and r["interval"][0] <= 1.0)
-    print(f"confirm intervals that hold 1 (reported as no gain distinguishable from noise): {holds_one} of "
-          f"{len(results)}")
+    print(f"confirm intervals that hold 1 (reported as undecided, or as no effect when inside 0.95x-1.05x): "
+          f"{holds_one} of {len(results)}")
 
 
 if __name__ == "__main__":

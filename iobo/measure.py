@@ -187,6 +187,19 @@ def speedup_interval(default_mb_per_s, best_mb_per_s, level: float = 0.95, resam
     return bootstrap_speedup(default_mb_per_s, best_mb_per_s, level, resamples, seed)
 
 
+def pooled_noise_sd_log(*samples: Sequence[float]) -> float:
+    """The run-to-run standard deviation of ``log(MB/s)`` pooled over ``samples`` (each the runs of one
+    configuration, positive): the root of the within-sample variances weighted by their degrees of freedom;
+    0.0 with no sample of 2 runs."""
+    import math
+
+    logs = [[math.log(v) for v in sample] for sample in samples if len(sample) >= 2]
+    freedom = sum(len(sample) - 1 for sample in logs)
+    if not freedom:
+        return 0.0
+    return math.sqrt(sum(statistics.variance(sample) * (len(sample) - 1) for sample in logs) / freedom)
+
+
 def planned_pairs(noise_sd_log: float, expected_speedup: float, at_least: int, at_most: int,
                   level: float = 0.95, power: float = 0.8) -> int:
     """Interleaved (default, best) pairs a confirmation needs so that the ``level`` interval of

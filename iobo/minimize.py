@@ -55,7 +55,7 @@ from functools import cached_property
 from typing import Any
 
 from iobo.errors import ConfigError
-from iobo.measure import Spread, confirmable_speedup, paired_ratio, speedup_interval
+from iobo.measure import Spread, confirmable_speedup, paired_ratio, pooled_noise_sd_log, speedup_interval
 from iobo.space import format_value
 
 MINIMAL_ATTR = "minimal"
@@ -93,6 +93,39 @@ NEGLIGIBLE_SHARE = 0.05
 
 
 MATTERS, NO_EFFECT, SLOWER, UNDECIDED = "matters", "no effect", "slower", "undecided"
+GAIN = "gain"
+"""A confirmation's verdict when its interval lies above 1 (:attr:`Confirmation.verdict`)."""
+
+
+def inside_no_effect_band(interval: tuple[float, float]) -> bool:
+    """True when the ratio's interval ``(low, high)`` lies inside ``NO_EFFECT_BAND``: shown to be no effect."""
+    return NO_EFFECT_BAND[0] <= interval[0] and interval[1] <= NO_EFFECT_BAND[1]
+
+
+def pairs_to_settle(mean_log: float, noise_sd_log: float, level: float = TEST_LEVEL) -> int:
+    """Interleaved pairs in all that would likely settle a ratio measured at ``exp(mean_log)``: the fewer of those
+    whose ``level`` interval would exclude 1 (a gain, or a loss) and those whose interval would fit inside
+    ``NO_EFFECT_BAND``, each with 80% power (:func:`iobo.measure.planned_pairs`, whose ``noise_sd_log`` is the
+    standard deviation of ``log(MB/s)`` between runs of one configuration), at most ``SETTLE_AT_MOST``."""
+    import math
+
+    from iobo.measure import planned_pairs
+
+    plans = []
+    if mean_log != 0.0:  # an interval that excludes 1 on the side the ratio lies
+        plans.append(planned_pairs(noise_sd_log, math.exp(abs(mean_log)), 2, SETTLE_AT_MOST, level))
+    inside = min(math.log(NO_EFFECT_BAND[1]) - mean_log, mean_log - math.log(NO_EFFECT_BAND[0]))
+    if inside > 0.0:  # an interval that fits inside the band around the ratio measured
+        plans.append(planned_pairs(noise_sd_log, math.exp(inside), 2, SETTLE_AT_MOST, level))
+    return min(plans, default=SETTLE_AT_MOST)
+
+
+def settle_text(needed: int | None, done: int) -> str:
+    """``about 6 more pairs would settle it`` for a test or confirmation of ``done`` pairs that needs ``needed``
+    in all (:func:`pairs_to_settle`; None: too few pairs to tell)."""
+    if needed is None or needed >= SETTLE_AT_MOST:
+        return f"more than {SETTLE_AT_MOST - done} more pairs would be needed to settle it"
+    return f"about {max(needed - done, 1)} more pairs would settle it"
 """The verdicts of a test (:attr:`Step.verdict`)."""
 
 
@@ -123,38 +156,24 @@ class Step:
     def verdict(self) -> str:
         """``MATTERS`` (kept: the interval lies above 1), ``SLOWER`` (it lies below 1), ``NO_EFFECT`` (it lies
         inside ``NO_EFFECT_BAND``) or ``UNDECIDED`` (it holds 1 and reaches outside the band)."""
-        low, high = self.interval
         if self.kept:
             return MATTERS
-        if high < 1.0:
+        if self.interval[1] < 1.0:
             return SLOWER
-        if NO_EFFECT_BAND[0] <= low and high <= NO_EFFECT_BAND[1]:
-            return NO_EFFECT
-        return UNDECIDED
+        return NO_EFFECT if inside_no_effect_band(self.interval) else UNDECIDED
 
     def pairs_to_settle(self) -> int | None:
-        """Interleaved pairs in all that would likely settle this test, from its measured ratio and noise: the
-        fewer of those whose interval would exclude 1 (a gain, or a loss) and those whose interval would fit
-        inside ``NO_EFFECT_BAND``, each with 80% power (:func:`iobo.measure.planned_pairs`), at most
-        ``SETTLE_AT_MOST``; None without 2 complete pairs. ``planned_pairs`` plans a ratio of two medians of n
-        runs, whose log varies as ``pi s^2 / n``; the mean log ratio of n pairs varies as ``sd^2 / n``: the same
-        plan with ``s = sd / sqrt(pi)``, sd the standard deviation of the pairs' log ratios."""
+        """Interleaved pairs in all that would likely settle this test (:func:`pairs_to_settle`); None without 2
+        complete pairs. ``planned_pairs`` plans a ratio of two medians of n runs, whose log varies as
+        ``pi s^2 / n``; the mean log ratio of n pairs varies as ``sd^2 / n``: the same plan with
+        ``s = sd / sqrt(pi)``, sd the standard deviation of the pairs' log ratios."""
         import math
         import statistics
-
-        from iobo.measure import planned_pairs
 
         logs = self.log_ratios()
         if len(logs) < 2:
             return None
-        mean, noise = statistics.fmean(logs), statistics.stdev(logs) / math.sqrt(math.pi)
-        plans = []
-        if mean != 0.0:  # an interval that excludes 1 on the side the ratio lies
-            plans.append(planned_pairs(noise, math.exp(abs(mean)), 2, SETTLE_AT_MOST, self.level))
-        inside = min(math.log(NO_EFFECT_BAND[1]) - mean, mean - math.log(NO_EFFECT_BAND[0]))
-        if inside > 0.0:  # an interval that fits inside the band around the ratio measured
-            plans.append(planned_pairs(noise, math.exp(inside), 2, SETTLE_AT_MOST, self.level))
-        return min(plans, default=SETTLE_AT_MOST)
+        return pairs_to_settle(statistics.fmean(logs), statistics.stdev(logs) / math.sqrt(math.pi), self.level)
 
     def log_ratios(self) -> list[float]:
         """``log(with / without)`` of each pair, in order."""
@@ -173,10 +192,7 @@ class Step:
 
     def settle_text(self) -> str:
         """``about 6 more pairs would settle it`` (from :meth:`pairs_to_settle`)."""
-        needed, done = self.pairs_to_settle(), len(self.with_mb_per_s)
-        if needed is None or needed >= SETTLE_AT_MOST:
-            return f"more than {SETTLE_AT_MOST - done} more pairs would be needed to settle it"
-        return f"about {max(needed - done, 1)} more pairs would settle it"
+        return settle_text(self.pairs_to_settle(), len(self.with_mb_per_s))
 
     def describe(self) -> str:
         verdict = {MATTERS: "kept: it matters", SLOWER: "dropped: slower with them",
@@ -535,12 +551,59 @@ class Confirmation:
         """True when the interval lies above 1; False when it holds 1 or lies below (no gain); None without one."""
         return None if self.interval is None else self.interval[0] > 1.0
 
+    @property
+    def pairs(self) -> int:
+        """Complete interleaved pairs: the fewer of the two sides' runs."""
+        return min(self.default.n, self.best.n)
+
+    @property
+    def verdict(self) -> str | None:
+        """``GAIN`` (the interval lies above 1), ``SLOWER`` (below 1), ``NO_EFFECT`` (inside ``NO_EFFECT_BAND``:
+        shown to move the bandwidth by less than 5%) or ``UNDECIDED`` (it holds 1 and reaches outside the band:
+        more pairs could still show a gain); None without an interval."""
+        return None if self.interval is None else confirmation_verdict(self.interval)
+
+    def verdict_text(self) -> str:
+        """What the confirmation shows, in words: ``a gain``, ``slower than the system default``, ``no effect
+        (interval inside 0.95x-1.05x)``, ``undecided after 5 pairs: about 9 more pairs would settle it``, or
+        ``too few pairs for an interval``."""
+        return confirmation_verdict_text(self.interval, self.default.values, self.best.values)
+
     def describe(self) -> str:
         """``0.93x [0.87-1.10]`` (``0.93x from 3 pairs`` without an interval)."""
         if self.interval is None:
-            return f"{self.speedup:.2f}x from {min(self.default.n, self.best.n)} interleaved pair(s)"
+            return f"{self.speedup:.2f}x from {self.pairs} interleaved pair(s)"
         low, high = self.interval
         return f"{self.speedup:.2f}x [{low:.2f}-{high:.2f}]"
+
+
+def confirmation_verdict(interval: tuple[float, float]) -> str:
+    """A confirmation's verdict from its speedup interval (see :attr:`Confirmation.verdict`)."""
+    if interval[0] > 1.0:
+        return GAIN
+    if interval[1] < 1.0:
+        return SLOWER
+    return NO_EFFECT if inside_no_effect_band(interval) else UNDECIDED
+
+
+def confirmation_verdict_text(interval: tuple[float, float] | None, default_mb_per_s: Sequence[float],
+                              best_mb_per_s: Sequence[float]) -> str:
+    """:meth:`Confirmation.verdict_text` of a confirmation's runs (MB/s) and its speedup ``interval`` (None:
+    none). An undecided one says how many more pairs would settle it: :func:`pairs_to_settle` at its ratio of
+    medians and the run-to-run noise pooled over its two sides."""
+    import math
+    import statistics
+
+    if interval is None:
+        return "too few pairs for an interval"
+    verdict = confirmation_verdict(interval)
+    if verdict == UNDECIDED:
+        pairs = min(len(default_mb_per_s), len(best_mb_per_s))
+        needed = pairs_to_settle(math.log(statistics.median(best_mb_per_s) / statistics.median(default_mb_per_s)),
+                                 pooled_noise_sd_log(default_mb_per_s, best_mb_per_s))
+        return f"undecided after {pairs} pairs, not shown to help: {settle_text(needed, pairs)}"
+    return {GAIN: "a gain", SLOWER: "slower than the system default",
+            NO_EFFECT: f"no effect (interval inside {NO_EFFECT_BAND[0]:.2f}x-{NO_EFFECT_BAND[1]:.2f}x)"}[verdict]
 
 
 def confirmation_of(study, space, values: Mapping[str, Any]) -> Confirmation | None:
@@ -574,9 +637,10 @@ class Recommendation:
     saying how it was chosen; proposed: the configuration the study
     proposes (the minimal one of its best trial, or that trial's whole
     configuration) and confirmation: that configuration's confirmation, if
-    any. When the confirmation shows no gain (its interval holds 1 or lies
-    below), values is the system default: the proposal was measured and
-    rejected.
+    any. When the confirmation does not show a gain (its interval holds 1
+    or lies below), values is the system default, and ``how`` says whether
+    the proposal was shown slower, shown to have no effect or left
+    undecided (:meth:`Confirmation.verdict_text`).
     """
 
     values: dict[str, Any]
@@ -586,7 +650,8 @@ class Recommendation:
 
     @property
     def rejected(self) -> bool:
-        """True when the proposal's own confirmation showed no gain (so the system default is recommended)."""
+        """True when the proposal's own confirmation did not show a gain (so the system default is recommended);
+        :attr:`Confirmation.verdict` says whether it was slower, no effect or undecided."""
         return self.confirmation is not None and self.confirmation.shows_gain is False
 
 
@@ -636,9 +701,9 @@ def recommendation(study, space, workload=None, minimal: bool = True) -> Recomme
     The proposal (:func:`proposed`) the study confirmed last, of the
     minimal configuration and the best trial's whole one (only the whole
     one when not ``minimal``); the minimal one when neither was confirmed.
-    When its confirmation shows no gain, the system default: "keep the
-    system default: the confirmation of <changes> measured 0.93x [0.87-1.10]".
-    """
+    When its confirmation does not show a gain, the system default: "keep the
+    system default: the confirmation of <changes> measured 0.93x [0.87-1.10],
+    no effect (...)" (or slower, or undecided with the pairs that would settle it)."""
     options = [proposed(study, space, workload, minimal)]
     if minimal:
         whole = proposed(study, space, workload, minimal=False)
@@ -652,7 +717,7 @@ def recommendation(study, space, workload=None, minimal: bool = True) -> Recomme
     if confirmation is not None and confirmation.shows_gain is False and changed_knobs(space, values):
         changes = ", ".join(f"{k}={format_value(v, space[k].unit)}" for k, v in confirmation.changes.items())
         how = (f"keep the system default: the confirmation of {changes} measured {confirmation.describe()}, "
-               f"no gain (proposed: {how})")
+               f"{confirmation.verdict_text()} (proposed: {how})")
         return Recommendation(space.default(), how, values, confirmation)
     return Recommendation(values, how, values, confirmation)
 

@@ -23,7 +23,7 @@ from typing import Any
 from iobo import trials as study_trials
 from iobo.importance import MIN_GP_TRIALS, robust_importance
 from iobo.measure import INTERVAL_MIN_RUNS, MB, Spread, format_mb_per_s, roti, speedup_interval
-from iobo.minimize import Minimal, current_minimal
+from iobo.minimize import Minimal, confirmation_verdict_text, current_minimal
 from iobo.surrogate import PRIOR_WEIGHT_ATTR
 from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, Baseline
 
@@ -202,11 +202,10 @@ class StudyReport:
         low, high = interval
         text = (f"{self.speedup:.2f}x, 95% CI {low:.2f}x - {high:.2f}x (re-measured medians, interleaved; bootstrap "
                 f"of the ratio of medians, 2000 resamples, seed 0)")
-        if low <= 1.0 <= high:
-            text += ": no gain distinguishable from noise"
-        elif high < 1.0:
-            text += ": slower than the system default"
-        return text
+        if low > 1.0:
+            return text
+        default, best = self.headline
+        return f"{text}: {confirmation_verdict_text(interval, default.values, best.values)}"
 
     def summary_rows(self) -> list[tuple[str, str]]:
         """The summary as (label, value) rows: the one content that :meth:`text`, :func:`render_html` and the

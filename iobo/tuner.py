@@ -41,6 +41,9 @@ from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, R
 WARMUP_RUNS = 3  # at most this many unrecorded default runs before anything is measured
 WARMUP_AGREEMENT = 0.25  # ... stopping when two in a row are within 25% of each other
 CONFIRM_AT_MOST = 4  # a confirmation runs at most this many times the pairs asked for
+CONFIRM_EXTRA_SECONDS = 300.0
+"""Wall-clock seconds an undecided confirmation may spend on more pairs (beyond its planned ones): no new round
+starts after them (the walk-back's per-test ``MAX_TEST_SECONDS``, :mod:`iobo.minimize`)."""
 LEASE_POLL_S = 2.0  # a tuner waiting for another's walk-back or confirmation looks again after this many seconds
 
 
@@ -246,8 +249,12 @@ class Tuner:
         ``INTERVAL_MIN_RUNS``, up to ``CONFIRM_AT_MOST`` times ``repeats``):
         enough for the 95% interval to exclude 1 with 80%
         power at the gain the walk-back measured, given the noise of the
-        study's default runs. Planned from earlier runs only, so the interval
-        is that of a fixed number of runs. The plan is the study attr
+        study's default runs. A confirmation whose interval is then
+        undecided (it holds 1 and reaches outside ``NO_EFFECT_BAND``) runs
+        ``repeats`` more pairs at a time, up to the plan's ``at_most`` and
+        ``CONFIRM_EXTRA_SECONDS`` (:meth:`_settle_undecided`); one still
+        undecided is reported as undecided, with the pairs that would
+        settle it, not as no gain. The plan is the study attr
         ``confirm_plan``. Nothing runs when the recommended configuration is
         the system default. Returns the study.
 
@@ -293,11 +300,40 @@ class Tuner:
             return
         plan = confirm_plan(study, minimal.expected_speedup if minimal else 1.0, repeats)
         study.set_user_attr(trials.CONFIRM_PLAN_ATTR, plan)
-        runs = []
-        for _ in range(plan["pairs"]):
-            runs += [(default, {"role": ROLE_CONFIRM_DEFAULT}), (values, {"role": ROLE_CONFIRM_BEST})]
         self._say(f"re-measuring the default and {source}, {plan['pairs']} times each, interleaved ({plan['why']})")
-        self.measure(study, runs)
+        self.measure(study, _pairs_of(default, values, plan["pairs"]))
+        self._settle_undecided(study, default, values, plan, repeats)
+
+    def _settle_undecided(self, study, default, values, plan: dict[str, Any], repeats: int) -> None:
+        """While the confirmation of ``values`` is undecided (its interval holds 1 and reaches outside
+        ``NO_EFFECT_BAND``), measure ``repeats`` more interleaved pairs at a time, up to the plan's ``at_most``
+        pairs and ``CONFIRM_EXTRA_SECONDS`` of extra measuring; the plan attr then says how many more were run
+        and, still undecided, what stopped them.
+
+        Looking again after each round makes a 95% interval exclude 1 a little more often than once in twenty
+        when nothing changes (experiments/results/confirm-extension.txt measures how much more)."""
+        from iobo.minimize import confirmation_of
+
+        started, extended = time.monotonic(), 0
+        while True:
+            confirmation = confirmation_of(study, self.space, values)
+            more, stopped = confirmation_round(confirmation, plan["pairs"] + extended, plan["at_most"], repeats,
+                                               time.monotonic() - started)
+            if not more:
+                break
+            self._say(f"the confirmation is undecided ({confirmation.describe()} after {plan['pairs'] + extended} "
+                      f"pairs): {more} more pairs (at most {plan['at_most']}, {CONFIRM_EXTRA_SECONDS:g} s more)")
+            self.measure(study, _pairs_of(default, values, more))
+            extended += more
+        if extended or stopped:
+            plan = {**plan, "planned": plan["pairs"], "pairs": plan["pairs"] + extended, "extended": extended,
+                    "stopped": stopped,
+                    "why": plan["why"] + f"; undecided after {plan['pairs']}: {extended} more"
+                           + (f", still undecided at {stopped}" if stopped else "")}
+            study.set_user_attr(trials.CONFIRM_PLAN_ATTR, plan)
+        if confirmation is not None and confirmation.verdict is not None:
+            self._say(f"confirmation: {confirmation.describe()} after {confirmation.pairs} pairs, "
+                      f"{confirmation.verdict_text()}")
 
     @_one_runner
     def minimize(self, pairs: int = 3, confirm_pairs: int | None = None):
@@ -809,8 +845,9 @@ class Tuner:
 
 
 def confirm_plan(study, expected_speedup: float, repeats: int) -> dict[str, Any]:
-    """How many interleaved pairs :meth:`Tuner.confirm` runs, and why: ``{"pairs", "noise_sd_log",
-    "default_runs", "expected_speedup", "why"}``. The noise is the standard deviation of ``log(MB/s)`` over the
+    """How many interleaved pairs :meth:`Tuner.confirm` runs, and why: ``{"pairs", "at_most", "noise_sd_log",
+    "default_runs", "expected_speedup", "why"}`` (``at_most``: the pairs in all an undecided confirmation may grow
+    to, ``CONFIRM_AT_MOST`` times ``repeats`` and at least ``INTERVAL_MIN_RUNS``). The noise is the standard deviation of ``log(MB/s)`` over the
     study's default runs (:func:`iobo.trials.baseline`; none with fewer than 3)."""
     import math
     import statistics
@@ -820,17 +857,40 @@ def confirm_plan(study, expected_speedup: float, repeats: int) -> dict[str, Any]
     base = trials.baseline(study.get_trials(deepcopy=False))
     runs = [v for v in (base.runs.values if base else ()) if v > 0]
     sd = statistics.stdev(math.log(v) for v in runs) if len(runs) >= 3 else 0.0
+    at_most = max(CONFIRM_AT_MOST * repeats, INTERVAL_MIN_RUNS)
     if expected_speedup <= 1.0 or not sd:
         pairs = repeats
         why = "as asked" if expected_speedup <= 1.0 else "as asked: fewer than 3 default runs to plan from"
     else:  # a planned confirmation is one whose interval can exclude 1: INTERVAL_MIN_RUNS pairs at least
         at_least = max(repeats, INTERVAL_MIN_RUNS)
-        at_most = max(CONFIRM_AT_MOST * repeats, at_least)
         pairs = planned_pairs(sd, expected_speedup, at_least, at_most)
         why = (f"planned: {expected_speedup:.2f}x measured by the walk-back, noise {sd:.2f} in log MB/s over "
                f"{len(runs)} default runs; at least {at_least}, at most {at_most}")
-    return {"pairs": pairs, "noise_sd_log": sd, "default_runs": len(runs), "expected_speedup": expected_speedup,
-            "why": why}
+    return {"pairs": pairs, "at_most": at_most, "noise_sd_log": sd, "default_runs": len(runs),
+            "expected_speedup": expected_speedup, "why": why}
+
+
+def confirmation_round(confirmation, done: int, at_most: int, repeats: int, extra_s: float) -> tuple[int, str]:
+    """How many more interleaved pairs an undecided confirmation runs next, and what stopped it: ``(pairs, "")``
+    to measure ``pairs`` more; ``(0, "")`` when it is decided (or has no interval, or none ran); ``(0, why)`` when
+    it is still undecided after ``done`` pairs of this confirmation and ``at_most`` pairs or
+    ``CONFIRM_EXTRA_SECONDS`` (``extra_s`` spent) stop it. ``confirmation``: a
+    :class:`iobo.minimize.Confirmation` or None."""
+    from iobo.minimize import UNDECIDED
+
+    if confirmation is None or confirmation.verdict != UNDECIDED:
+        return 0, ""
+    if done >= at_most:
+        return 0, f"the limit of {at_most} pairs"
+    if extra_s >= CONFIRM_EXTRA_SECONDS:
+        return 0, f"the limit of {CONFIRM_EXTRA_SECONDS:g} s of extra pairs"
+    return min(repeats, at_most - done), ""
+
+
+def _pairs_of(default: Mapping[str, Any], values: Mapping[str, Any], pairs: int) -> list:
+    """``pairs`` interleaved confirmation runs, default first: (configuration, trial attrs) for :meth:`Tuner.measure`."""
+    return [run for _ in range(pairs)
+            for run in ((default, {"role": ROLE_CONFIRM_DEFAULT}), (values, {"role": ROLE_CONFIRM_BEST}))]
 
 
 def _short(values: Mapping[str, Any], limit: int = 6) -> str:

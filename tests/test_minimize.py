@@ -1,5 +1,6 @@
 """The walk back from the incumbent to the default: only changes that beat the noise stay."""
 
+import math
 import re
 
 import numpy as np
@@ -7,9 +8,10 @@ import pytest
 
 from iobo import kernels
 from iobo.errors import ConfigError
-from iobo.measure import paired_ratio, planned_pairs
-from iobo.minimize import (MATTERS, MAX_TEST_PAIRS, MINIMAL_ATTR, NO_EFFECT, NO_EFFECT_BAND, UNDECIDED,
-                           WALK_BACK_BUDGET_S, Minimal, proposed, recommendation, recommended, revert, walk_back)
+from iobo.measure import paired_ratio, planned_pairs, pooled_noise_sd_log
+from iobo.minimize import (MATTERS, MAX_TEST_PAIRS, MINIMAL_ATTR, NO_EFFECT, NO_EFFECT_BAND, SETTLE_AT_MOST, SLOWER,
+                           UNDECIDED, WALK_BACK_BUDGET_S, Minimal, pairs_to_settle, proposed, recommendation,
+                           recommended, revert, walk_back)
 from iobo.trials import ROLE_SEARCH
 
 from support.studies import add, confirmed, defaults, vpic_tuner
@@ -321,7 +323,7 @@ def proposal_study(storage, scratch):
 
 
 def test_a_proposal_its_own_confirmation_rejects_is_not_recommended(storage, scratch):
-    """'0.93x, 95% CI 0.87-1.10, no gain distinguishable from noise': the recommendation (best, export, run,
+    """'0.93x, 95% CI 0.87-1.10', undecided: the recommendation (best, export, run,
     the report, Tuner.best_config) is then the system default, and says why."""
     tuner, study = proposal_study(storage, scratch)
     assert recommendation(study, SPACE).values == {**SPACE.default(), "files": "per_process"}  # not confirmed yet
@@ -331,10 +333,43 @@ def test_a_proposal_its_own_confirmation_rejects_is_not_recommended(storage, scr
     assert low <= 1.0 <= high and chosen.rejected
     assert chosen.values == SPACE.default() and chosen.proposed == {**SPACE.default(), "files": "per_process"}
     assert re.fullmatch(r"keep the system default: the confirmation of files=per_process measured 0\.\d\dx "
-                        r"\[0\.\d\d-1\.\d\d\], no gain \(proposed: the minimal configuration of trial 3 .*\)",
+                        r"\[0\.\d\d-1\.\d\d\], undecided after 6 pairs, not shown to help: about \d+ more pairs would "
+                        r"settle it \(proposed: the minimal configuration of trial 3 .*\)",
                         chosen.how)
     assert recommended(study, SPACE) == (chosen.values, chosen.how)
     assert tuner.best_config().is_default()
+
+
+@pytest.mark.parametrize("pairs, verdict, words", [
+    (GAIN, "gain", "a gain"),
+    (NO_GAIN, UNDECIDED, "undecided after 6 pairs, not shown to help: about"),
+    ([(100.0 + d, 100.0 - d) for d in (0.5, -0.5, 1.0, -1.0, 0.0, 0.5, -0.5)], NO_EFFECT,
+     "no effect (interval inside 0.95x-1.05x)"),
+    ([(100.0, 80.0 + d) for d in (0.0, 1.0, 2.0, -1.0, -2.0)], SLOWER, "slower than the system default"),
+])
+def test_a_confirmation_tells_a_gain_no_effect_slower_and_undecided_apart(storage, scratch, pairs, verdict, words):
+    """Issue 31: "undecided" (the interval holds 1 and reaches outside 0.95x-1.05x) is not "no effect" (inside)."""
+    _, study = proposal_study(storage, scratch)
+    confirmed(study, pairs, {"files": "per_process"})
+    confirmation = recommendation(study, SPACE).confirmation
+    assert confirmation.verdict == verdict and confirmation.verdict_text().startswith(words)
+    assert (words in recommendation(study, SPACE).how) == (verdict != "gain")  # said when the default is kept
+
+
+def test_an_undecided_confirmation_says_how_many_more_pairs_would_settle_it(storage, scratch):
+    """A 1.15x gain at 20% noise after 6 pairs: undecided; the pairs named are those planned to show 1.15x at the
+    noise pooled over both sides' runs (fewer than showing no effect would take)."""
+    rng = np.random.default_rng(3)
+    pairs = [(100.0 * float(np.exp(0.2 * rng.standard_normal())), 115.0 * float(np.exp(0.2 * rng.standard_normal())))
+             for _ in range(6)]
+    _, study = proposal_study(storage, scratch)
+    confirmed(study, pairs, {"files": "per_process"})
+    confirmation = recommendation(study, SPACE).confirmation
+    assert confirmation.verdict == UNDECIDED
+    noise = pooled_noise_sd_log(confirmation.default.values, confirmation.best.values)
+    needed = planned_pairs(noise, confirmation.speedup, 2, SETTLE_AT_MOST)
+    assert needed == pairs_to_settle(math.log(confirmation.speedup), noise) and needed > 6
+    assert confirmation.verdict_text().endswith(f"about {needed - 6} more pairs would settle it")
 
 
 def test_a_confirmed_gain_keeps_the_proposal_and_another_configuration_s_confirmation_does_not_count(storage, scratch):

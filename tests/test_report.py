@@ -2,6 +2,7 @@
 
 import datetime as dt
 import json
+import math
 import re
 import statistics
 
@@ -14,8 +15,8 @@ from optuna_dashboard import get_note
 from iobo import kernels
 from iobo.cli import main
 from iobo.importance import MIN_IMPORTANCE_TRIALS, param_importances
-from iobo.measure import INTERVAL_MIN_RUNS, bootstrap_speedup
-from iobo.minimize import MINIMAL_ATTR, Minimal
+from iobo.measure import INTERVAL_MIN_RUNS, bootstrap_speedup, pooled_noise_sd_log
+from iobo.minimize import MINIMAL_ATTR, Minimal, pairs_to_settle
 from iobo.report import build_report
 from iobo.space import format_value
 from iobo.trials import ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH, best_trial
@@ -107,18 +108,43 @@ def test_no_speedup_without_confirmation(study):
     assert report.to_dict()["best_single_run_over_baseline"] == pytest.approx(2.0)  # kept apart, for benchmarks
 
 
-def test_a_speedup_whose_interval_holds_1_is_called_noise(study):
+def confirmation_report(study, pairs):
+    """A study whose files=per_process was confirmed in ``pairs`` (default MB/s, per_process MB/s)."""
     for minute in (1, 2, 3):
         add(study, 100.0, ROLE_DEFAULT, minute)
     add(study, 130.0, ROLE_SEARCH, 4, files="per_process")
-    for minute, (d, b) in enumerate(((80.0, 120.0), (120.0, 85.0), (100.0, 105.0), (90.0, 95.0), (110.0, 100.0)),
-                                    start=10):
+    for minute, (d, b) in enumerate(pairs, start=10):
         add(study, d, ROLE_CONFIRM_DEFAULT, minute)
         add(study, b, ROLE_CONFIRM_BEST, minute, files="per_process")
-    report = build_report(study)
+    return build_report(study)
+
+
+def test_a_speedup_whose_wide_interval_holds_1_is_undecided_with_the_pairs_that_would_settle_it(study):
+    """Issue 31: an interval that holds 1 and reaches outside 0.95x-1.05x is undecided, not "no gain"."""
+    report = confirmation_report(study, ((80.0, 120.0), (120.0, 85.0), (100.0, 105.0), (90.0, 95.0), (110.0, 100.0)))
     low, high = report.speedup_interval()
-    assert low < 1 < high and report.distinguishable is False
-    assert "no gain distinguishable from noise" in report.text()
+    assert low < 0.95 and 1.05 < high and report.distinguishable is False
+    default, best = report.headline
+    needed = pairs_to_settle(math.log(best.median / default.median),
+                             pooled_noise_sd_log(default.values, best.values))
+    assert needed > 5
+    assert re.search(rf"^speedup: +1\.0\dx, 95% CI .*: undecided after 5 pairs, not shown to help: about "
+                     rf"{needed - 5} more pairs would settle it$", report.text(), re.M)
+    assert "no gain" not in report.text()
+
+
+def test_a_speedup_whose_interval_lies_inside_the_band_has_no_effect_and_one_below_1_is_slower(study, storage):
+    report = confirmation_report(study, [(100.0 + d, 100.0 - d) for d in (0.5, -0.5, 1.0, -1.0, 0.0, 0.5, -0.5)])
+    low, high = report.speedup_interval()
+    assert 0.95 <= low <= 1.0 <= high <= 1.05
+    assert re.search(r"^speedup: +1\.00x, 95% CI .*: no effect \(interval inside 0\.95x-1\.05x\)$", report.text(),
+                     re.M)
+    slower = optuna.create_study(storage=storage, study_name="slower", direction="maximize")
+    slower.set_user_attr("kernel", "vpic")
+    slower.set_user_attr("ranks", 2)
+    report = confirmation_report(slower, [(100.0, 80.0 + d) for d in (0.0, 1.0, 2.0, -1.0, -2.0)])
+    assert report.speedup_interval()[1] < 1.0
+    assert re.search(r"^speedup: +0\.80x, 95% CI .*: slower than the system default$", report.text(), re.M)
 
 
 def test_fewer_pairs_than_an_interval_needs_claim_no_speedup(study):
@@ -338,7 +364,7 @@ def test_roti_is_the_confirmed_gain_per_minute_of_tuning(study):
 
 
 def test_a_recommendation_its_confirmation_rejected_keeps_the_default_with_no_roti(study):
-    """After "0.95x, 95% CI 0.9-1.1, no gain distinguishable from noise" the report recommends the default."""
+    """After "0.95x, 95% CI 0.9-1.1, undecided" the report recommends the default, and says it is undecided."""
     for minute in (1, 2, 3):
         add(study, 100.0, ROLE_DEFAULT, minute)
     add(study, 300.0, ROLE_SEARCH, 4, files="per_process", bytes=10**9)
@@ -350,8 +376,10 @@ def test_a_recommendation_its_confirmation_rejected_keeps_the_default_with_no_ro
     assert report.distinguishable is False and report.keeps_default and report.best_config == {}
     text = report.text()
     assert re.search(r"^recommended: +keep the system default: the confirmation of files=per_process measured "
-                     r"0.9\dx \[0.\d\d-1.\d\d\], no gain", text, re.M)
-    assert re.search(r"^speedup: +0.9\dx, 95% CI .*: no gain distinguishable from noise$", text, re.M)
+                     r"0.9\dx \[0.\d\d-1.\d\d\], undecided after 5 pairs, not shown to help: about \d+ more pairs "
+                     r"would settle it", text, re.M)
+    assert re.search(r"^speedup: +0.9\dx, 95% CI .*: undecided after 5 pairs, not shown to help: about \d+ more "
+                     r"pairs would settle it$", text, re.M)
     assert re.search(r"^RoTI: +none: the recommendation is the system default$", text, re.M)
     assert re.search(r"^viability point: +never: the recommended configuration is the system default$", text, re.M)
     assert "  (none: keep the system default)" in text and report.roti is None

@@ -15,12 +15,12 @@ from optuna.trial import TrialState
 
 from iobo import ConfigError, kernels
 from iobo.kernels import KernelSpec, vpic
-from iobo.measure import INTERVAL_MIN_RUNS, planned_pairs
-from iobo.minimize import MINIMAL_ATTR, Minimal, Step, recommended
+from iobo.measure import INTERVAL_MIN_RUNS, Spread, planned_pairs
+from iobo.minimize import MINIMAL_ATTR, UNDECIDED, Confirmation, Minimal, Step, confirmation_of, recommended
 from iobo.report import build_report
 from iobo.trials import (CONFIRM_PLAN_ATTR, ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH, baseline,
                          best_trial)
-from iobo.tuner import CONFIRM_AT_MOST, Tuner, confirm_plan
+from iobo.tuner import CONFIRM_AT_MOST, CONFIRM_EXTRA_SECONDS, Tuner, confirm_plan, confirmation_round
 
 from experiments.harness.faults import write_launcher
 from support.sizes import SMALL_VPIC
@@ -422,7 +422,12 @@ def test_confirm_runs_the_pairs_planned_from_the_default_runs_noise_and_the_walk
     assert plan["noise_sd_log"] == pytest.approx(statistics.stdev(math.log(v) for v in defaults))
     at_least = max(2, INTERVAL_MIN_RUNS)  # the 5-pair minimum of a planned confirmation, not the 2 asked for
     pairs = planned_pairs(plan["noise_sd_log"], 1.05, at_least, CONFIRM_AT_MOST * 2)
-    assert plan["pairs"] == pairs and at_least <= pairs <= CONFIRM_AT_MOST * 2 == 8
+    assert plan.get("planned", plan["pairs"]) == pairs and at_least <= pairs <= CONFIRM_AT_MOST * 2 == 8
+    # an undecided confirmation grew by rounds of the 2 pairs asked for, up to 8; undecided at its end only when
+    # that limit stopped it
+    confirmation = confirmation_of(study, tuner.space, {**tuner.space.default(), "files": "per_process"})
+    assert confirmation.pairs == plan["pairs"] == pairs + plan.get("extended", 0) <= plan["at_most"] == 8
+    assert (confirmation.verdict == UNDECIDED) == bool(plan.get("stopped")), plan
     assert confirm_plan(study, 1.001, 2)["pairs"] == CONFIRM_AT_MOST * 2  # the ceiling, not more
     assert f"at least {INTERVAL_MIN_RUNS}, at most {CONFIRM_AT_MOST * 2}" in plan["why"]
     # a huge expected gain plans fewer pairs than the minimum (whatever the noise of a loaded machine: 0.70 in
@@ -430,11 +435,38 @@ def test_confirm_runs_the_pairs_planned_from_the_default_runs_noise_and_the_walk
     assert planned_pairs(plan["noise_sd_log"], 1000.0, 1, 100) < INTERVAL_MIN_RUNS
     assert confirm_plan(study, 1000.0, 2)["pairs"] == INTERVAL_MIN_RUNS == 5
     roles = [t.user_attrs["role"] for t in study.get_trials() if t.state == TrialState.COMPLETE]
-    assert roles.count(ROLE_CONFIRM_DEFAULT) == roles.count(ROLE_CONFIRM_BEST) == pairs
+    assert roles.count(ROLE_CONFIRM_DEFAULT) == roles.count(ROLE_CONFIRM_BEST) == plan["pairs"]
     assert "planned: 1.05x measured by the walk-back" in plan["why"]
     report = build_report(study)
-    assert f"confirmation:            {pairs} interleaved pairs ({plan['why']})" in report.text()
+    assert f"confirmation:            {plan['pairs']} interleaved pairs ({plan['why']})" in report.text()
     assert report.to_dict()["confirm_plan"] == plan
+
+
+def confirmation(pairs):
+    """A :class:`Confirmation` of files=per_process from (default MB/s, per_process MB/s) pairs."""
+    return Confirmation({"files": "per_process"}, Spread(tuple(d for d, _ in pairs)),
+                        Spread(tuple(b for _, b in pairs)), 0)
+
+
+UNDECIDED_PAIRS = [(80.0, 120.0), (120.0, 85.0), (100.0, 105.0), (90.0, 95.0), (110.0, 100.0)]
+
+
+def test_an_undecided_confirmation_runs_rounds_of_the_pairs_asked_for_until_its_limits():
+    """Issue 31: an undecided confirmation measures on, `repeats` pairs a round, until the plan's at_most pairs or
+    CONFIRM_EXTRA_SECONDS; a decided one, or one without an interval, stops; what stopped it is said."""
+    undecided = confirmation(UNDECIDED_PAIRS)
+    assert undecided.verdict == UNDECIDED
+    assert confirmation_round(undecided, 5, 20, 5, 0.0) == (5, "")
+    assert confirmation_round(undecided, 17, 20, 5, 0.0) == (3, "")  # the last round fills up to at_most
+    assert confirmation_round(undecided, 20, 20, 5, 0.0) == (0, "the limit of 20 pairs")
+    assert confirmation_round(undecided, 5, 20, 5, CONFIRM_EXTRA_SECONDS) == (
+        0, f"the limit of {CONFIRM_EXTRA_SECONDS:g} s of extra pairs")
+    gain = confirmation([(100.0, 180.0), (104.0, 190.0), (97.0, 170.0), (101.0, 185.0), (99.0, 178.0)])
+    no_effect = confirmation([(100.0 + d, 100.0 - d) for d in (0.5, -0.5, 1.0, -1.0, 0.0, 0.5, -0.5)])
+    slower = confirmation([(100.0, 80.0 + d) for d in (0.0, 1.0, 2.0, -1.0, -2.0)])
+    few = confirmation(UNDECIDED_PAIRS[:3])  # no interval under INTERVAL_MIN_RUNS pairs
+    for decided in (gain, no_effect, slower, few, None):
+        assert confirmation_round(decided, 5, 20, 5, 0.0) == (0, "")
 
 
 def test_confirm_without_a_measured_gain_runs_the_pairs_asked_for(storage, scratch):

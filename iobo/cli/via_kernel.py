@@ -179,12 +179,9 @@ def _confirm_on_program(args, program_tuner, kernel_tuner, kernel_study) -> None
     if confirmation is None:
         print("speedup on the program: not measured (every confirmation run of the program failed)")
         return
-    interval = confirmation.interval
-    verdict = ("too few runs for an interval" if interval is None else "a gain" if interval[0] > 1.0
-               else "slower than the system default" if interval[1] < 1.0 else "no gain distinguishable from noise")
     print(f"speedup on the program: {confirmation.describe()} (median of the kernel's configuration over the "
-          f"default's, {min(confirmation.default.n, confirmation.best.n)} interleaved pairs, 95% bootstrap "
-          f"interval): {verdict}; changes: "
+          f"default's, {confirmation.pairs} interleaved pairs, 95% bootstrap interval): "
+          f"{confirmation.verdict_text()}; changes: "
           + ", ".join(f"{name}={value}" for name, value in confirmation.changes.items()))
 
 

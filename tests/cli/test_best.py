@@ -42,12 +42,13 @@ def test_best_headlines_the_recommendation_and_its_confirmed_figure_not_the_luck
                         r"5 and 5 interleaved runs, `iobo confirm`\)", lines[1])
 
 
-def test_best_after_a_confirmation_that_showed_no_gain_recommends_the_default(storage, scratch, capsys):
+def test_best_after_an_undecided_confirmation_recommends_the_default_and_says_it_is_undecided(storage, scratch, capsys):
     study = lucky_study(storage, scratch)
     confirmed(study, NO_GAIN, {"files": "per_process"})
     lines = best(capsys, storage)
     assert re.fullmatch(r"recommended: keep the system default: the confirmation of files=per_process measured "
-                        r"0\.9\dx \[0\.\d\d-1\.\d\d\], no gain \(proposed: trial 3's configuration, .*\)", lines[0])
+                        r"0\.9\dx \[0\.\d\d-1\.\d\d\], undecided after 5 pairs, not shown to help: about \d+ more "
+                        r"pairs would settle it \(proposed: trial 3's configuration, .*\)", lines[0])
     assert lines[1] == "measured: 100 MB/s, median of 8 run(s) of this configuration"  # every default run
     assert "app: files=shared" in lines
 
