@@ -11,7 +11,8 @@ def add_parser(sub) -> None:
     common.add_storage_args(p)
     p.add_argument("--repeats", type=common.positive_int, default=INTERVAL_MIN_RUNS,
                    help="runs of each at least; up to 4x as many when the default runs' noise says this many "
-                        "cannot resolve the gain the walk-back measured (default: %(default)s)")
+                        "cannot resolve the gain the walk-back measured, or while the interval is undecided "
+                        "(default: %(default)s)")
     p.add_argument("--no-minimize", action="store_true",
                    help="confirm the best trial's whole configuration, without testing which changes matter")
     common.add_run_args(p, workdir=None)

@@ -92,7 +92,8 @@ def add_parser(sub) -> None:
                    help="afterwards, find the minimal configuration (which changes matter) and re-measure it and "
                         "the default at least N times each, interleaved, for a speedup with a confidence interval "
                         f"(which needs {INTERVAL_MIN_RUNS}); up to 4N when the default runs' noise says N cannot "
-                        "resolve the gain the walk-back measured (default: %(default)s; 0 skips both)")
+                        "resolve the gain the walk-back measured, or while the interval is undecided "
+                        "(default: %(default)s; 0 skips both)")
     p.add_argument("--no-warmup", action="store_true",
                    help="no unrecorded warm-up runs of the default before measuring (they absorb cold starts)")
     p.add_argument("--walk-back-budget", type=float, default=WALK_BACK_BUDGET_S, metavar="SECONDS",
