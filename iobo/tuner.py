@@ -847,8 +847,9 @@ class Tuner:
 def confirm_plan(study, expected_speedup: float, repeats: int) -> dict[str, Any]:
     """How many interleaved pairs :meth:`Tuner.confirm` runs, and why: ``{"pairs", "at_most", "noise_sd_log",
     "default_runs", "expected_speedup", "why"}`` (``at_most``: the pairs in all an undecided confirmation may grow
-    to, ``CONFIRM_AT_MOST`` times ``repeats`` and at least ``INTERVAL_MIN_RUNS``). The noise is the standard deviation of ``log(MB/s)`` over the
-    study's default runs (:func:`iobo.trials.baseline`; none with fewer than 3)."""
+    to, ``CONFIRM_AT_MOST`` times ``repeats`` and at least ``INTERVAL_MIN_RUNS``). The noise is the standard
+    deviation of ``log(MB/s)`` over the study's default runs (:func:`iobo.trials.baseline`; none with fewer
+    than 3)."""
     import math
     import statistics
 
