@@ -55,7 +55,8 @@ from functools import cached_property
 from typing import Any
 
 from iobo.errors import ConfigError
-from iobo.measure import Spread, confirmable_speedup, paired_ratio, pooled_noise_sd_log, speedup_interval
+from iobo.measure import (Spread, confirmable_speedup, paired_ratio, planned_pairs, pooled_noise_sd_log,
+                          speedup_interval)
 from iobo.space import format_value
 
 MINIMAL_ATTR = "minimal"
@@ -93,6 +94,7 @@ NEGLIGIBLE_SHARE = 0.05
 
 
 MATTERS, NO_EFFECT, SLOWER, UNDECIDED = "matters", "no effect", "slower", "undecided"
+"""The verdicts of a test (:attr:`Step.verdict`)."""
 GAIN = "gain"
 """A confirmation's verdict when its interval lies above 1 (:attr:`Confirmation.verdict`)."""
 
@@ -109,8 +111,6 @@ def pairs_to_settle(mean_log: float, noise_sd_log: float, level: float = TEST_LE
     standard deviation of ``log(MB/s)`` between runs of one configuration), at most ``SETTLE_AT_MOST``."""
     import math
 
-    from iobo.measure import planned_pairs
-
     plans = []
     if mean_log != 0.0:  # an interval that excludes 1 on the side the ratio lies
         plans.append(planned_pairs(noise_sd_log, math.exp(abs(mean_log)), 2, SETTLE_AT_MOST, level))
@@ -126,7 +126,6 @@ def settle_text(needed: int | None, done: int) -> str:
     if needed is None or needed >= SETTLE_AT_MOST:
         return f"more than {SETTLE_AT_MOST - done} more pairs would be needed to settle it"
     return f"about {max(needed - done, 1)} more pairs would settle it"
-"""The verdicts of a test (:attr:`Step.verdict`)."""
 
 
 @dataclass(frozen=True)
@@ -548,8 +547,9 @@ class Confirmation:
 
     @property
     def shows_gain(self) -> bool | None:
-        """True when the interval lies above 1; False when it holds 1 or lies below (no gain); None without one."""
-        return None if self.interval is None else self.interval[0] > 1.0
+        """True when the interval lies above 1 (:attr:`verdict` ``GAIN``); False when it holds 1 or lies below;
+        None without one."""
+        return None if self.verdict is None else self.verdict == GAIN
 
     @property
     def pairs(self) -> int:
