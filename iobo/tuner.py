@@ -904,7 +904,8 @@ class _interrupts_deferred:
 
     For a step the interrupt handler cannot clean up after if it stops
     halfway: ``study.ask()`` stores a RUNNING trial before this process
-    knows its number.
+    knows its number.  A signal this process ignores (SIGINT under
+    ``nohup`` or in a shell's background job) stays ignored here too.
     """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -914,6 +915,8 @@ class _interrupts_deferred:
         self._previous = {}
         try:
             for signum in self.SIGNALS:
+                if signal.getsignal(signum) == signal.SIG_IGN:
+                    continue
                 self._previous[signum] = signal.signal(signum, lambda number, frame: self._caught.append(number))
         except ValueError:  # not the main thread: signals are not ours to hold
             self.__exit__(None, None, None)
@@ -929,10 +932,14 @@ class _interrupts_deferred:
 
 
 class _sigterm_as_interrupt:
-    """Within the block, SIGTERM raises :class:`Interrupted` (a KeyboardInterrupt: the study is left consistent)."""
+    """Within the block, SIGTERM raises :class:`Interrupted` (a KeyboardInterrupt: the study is left consistent);
+    an ignored SIGTERM stays ignored."""
 
     def __enter__(self):
         self._previous = signal.getsignal(signal.SIGTERM)
+        if self._previous == signal.SIG_IGN:
+            self._previous = None
+            return self
         try:
             signal.signal(signal.SIGTERM, self._raise)
         except ValueError:  # not the main thread: leave signals alone

@@ -23,6 +23,7 @@ from iobo.trials import (CONFIRM_PLAN_ATTR, ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFA
 from iobo.tuner import CONFIRM_AT_MOST, CONFIRM_EXTRA_SECONDS, Tuner, confirm_plan, confirmation_round
 
 from experiments.harness.faults import write_launcher
+from support.processes import AS_FOREGROUND
 from support.sizes import SMALL_VPIC
 
 SUPPORT = Path(__file__).parent / "support"
@@ -132,7 +133,7 @@ def test_a_search_trial_that_hangs_is_told_fail_with_its_reason_and_the_search_g
 
 
 def _tune_cli(storage, scratch, trials):
-    return [sys.executable, "-m", "iobo.cli", "tune", "vpic", "--ranks", "2", "--trials", str(trials),
+    return [*AS_FOREGROUND, "-m", "iobo.cli", "tune", "vpic", "--ranks", "2", "--trials", str(trials),
             "--storage", storage, "--study", "r", "--workdir", str(scratch), "--sampler", "tpe", "--confirm", "0", "--no-warmup",
             "--option", f"particles={SMALL_VPIC['particles']}", "--option", f"steps={SMALL_VPIC['steps']}"]
 
@@ -228,8 +229,18 @@ class InterruptingSampler(optuna.samplers.TPESampler):
             os.kill(os.getpid(), signal.SIGINT)
 
 
+@pytest.fixture
+def sigint_handler(request):
+    """SIGINT's handler in this process for the test (``request.param``: a Ctrl-C at a terminal raises
+    KeyboardInterrupt; a run under ``nohup`` or in the background ignores it), the previous one restored after."""
+    previous = signal.signal(signal.SIGINT, request.param)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.usefixtures("no_leftover_processes")
-def test_ctrl_c_inside_ask_leaves_no_running_trial(storage, scratch):
+@pytest.mark.parametrize("sigint_handler", [signal.default_int_handler], indirect=True)
+def test_ctrl_c_inside_ask_leaves_no_running_trial(storage, scratch, sigint_handler):
     tuner = Tuner(kernel="vpic", ranks=2, trials=6, storage=storage, study="a", workdir=str(scratch),
                   kernel_options=SMALL_VPIC, sampler=InterruptingSampler(seed=0, n_startup_trials=2), echo=None)
     with pytest.raises(KeyboardInterrupt):
@@ -238,6 +249,18 @@ def test_ctrl_c_inside_ask_leaves_no_running_trial(storage, scratch):
     assert len(trials) == 4
     assert TrialState.RUNNING not in [t.state for t in trials]
     assert trials[3].state == TrialState.FAIL and "interrupted" in trials[3].user_attrs["fail_reason"]
+
+
+@pytest.mark.parametrize("sigint_handler", [signal.SIG_IGN], indirect=True)
+def test_a_tuner_that_ignores_sigint_is_not_stopped_by_one(storage, scratch, sigint_handler):
+    """Started under ``nohup`` or as a background job, the tuner ignores SIGINT everywhere, also inside
+    ``study.ask()`` (which used to catch it there and stop)."""
+    tuner = Tuner(kernel="vpic", ranks=2, trials=6, storage=storage, study="i", workdir=str(scratch),
+                  kernel_options=SMALL_VPIC, sampler=InterruptingSampler(seed=0, n_startup_trials=2), echo=None)
+    tuner.run()
+    trials = optuna.load_study(study_name="i", storage=storage).get_trials()
+    assert tuner.sampler.sent
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 6
 
 
 @pytest.mark.usefixtures("no_leftover_processes")

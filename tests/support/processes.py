@@ -24,6 +24,11 @@ import psutil
 
 MARK_VARIABLE = "IOBO_TEST_MARK"
 
+# a Python command line prefix that runs ``python ARGS`` with SIGINT at its default, as a shell starts a foreground
+# job: an ignored SIGINT is inherited (under `nohup make test &`, pytest and every process it starts ignore Ctrl-C)
+AS_FOREGROUND = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                 "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"]
+
 
 def descendants(pid: int, mark: str | None = None) -> dict[int, tuple[float, str]]:
     """The live descendants of ``pid``, and the processes whose environment has ``$IOBO_TEST_MARK == mark``:
