@@ -253,7 +253,7 @@ def synthetic(name: str) -> Problem:
     def measure(c: Config, rng: np.random.Generator) -> float:
         return truth(c) * math.exp(sigma * rng.standard_normal())
 
-    best = peak * math.prod(_group_max(group, choices, conditions) for group in _groups(terms))
+    best = peak * math.prod(float(np.max(values)) for _, values in term_groups(terms, choices, conditions))
     return Problem(name, choices, conditions, space.default(), truth, measure, best,
                    note=f"synthetic, {len(names)} params, CV {cv:.0%}")
 
@@ -270,11 +270,16 @@ def _groups(terms):
     return groups
 
 
-def _group_max(group, choices, conditions) -> float:
-    """Largest product of a group's terms, by enumerating its parameters."""
-    names = [n for n in choices if n in group[0]]
-    sub = Grid({n: choices[n] for n in names}, {k: v for k, v in conditions.items() if k in names})
-    return max(math.prod(fn(config) for fn in group[1]) for config in sub.configurations())
+def term_groups(terms, choices, conditions) -> list[tuple[list[str], np.ndarray]]:
+    """The model's independent factors: for each group of terms that share no parameter with another group,
+    its parameters (in ``choices`` order) and the product of its terms at each of their configurations
+    (unitless; the truth is ``peak`` times one value of each group)."""
+    out = []
+    for params, fns in _groups(terms):
+        names = [n for n in choices if n in params]
+        sub = Grid({n: choices[n] for n in names}, {k: v for k, v in conditions.items() if k in names})
+        out.append((names, np.array([math.prod(fn(config) for fn in fns) for config in sub.configurations()])))
+    return out
 
 
 LUSTRE = ["striping_factor", "striping_unit", "cb_nodes", "cb_buffer_size"]
