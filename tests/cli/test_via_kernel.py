@@ -41,10 +41,12 @@ def test_via_kernel_records_checks_tunes_the_kernel_and_confirms_on_the_program(
     the time line. Every change of the full space is slower than the default here (1 MiB per rank), so the search
     is over two knobs that change little (PARAMS) and its outcome is noise: when no search trial beats the default
     runs' median, the kernel recommends the system default, nothing runs on the program (checked), and the next
-    seed is tried, up to 5 (all five: about 1 in 30,000)."""
+    seed is tried, up to 10. With the 6 trials 3 default runs and 3 search trials all alike, a seed ends so with
+    chance 0.2 (the two fastest of the six both default runs), all ten with about 1 in 10 million; a full suite saw
+    five in a row once, while a second copy of this test loaded the machine."""
     monkeypatch.chdir(scratch)
     storage = f"sqlite:///{scratch / 'study.db'}"
-    for seed in range(1, 6):
+    for seed in range(1, 11):
         name = f"ck{seed}"
         code, out, err = tune_via_kernel(capsys, programs, storage, scratch / "work", 3, "--study", name,
                                          "--seed", seed, "--no-minimize", "--params", PARAMS)
@@ -77,7 +79,7 @@ def test_via_kernel_records_checks_tunes_the_kernel_and_confirms_on_the_program(
         assert "speedup on the program: " in out and f"{CONFIRM} interleaved pairs, 95% bootstrap interval" in out
         assert ", confirmation on the program " in out
         return
-    pytest.fail("the kernel recommended the system default with seeds 1 to 5: nothing was confirmed")
+    pytest.fail("the kernel recommended the system default with seeds 1 to 10: nothing was confirmed")
 
 
 def test_via_kernel_tunes_the_program_itself_when_it_cannot_be_recorded(library, programs, scratch, monkeypatch,
