@@ -7,20 +7,22 @@ in Optuna's pop (``Study._pop_waiting_trial_id``): two tuners ran one
 enqueued trial and the second's ``tell`` failed ("Cannot tell a COMPLETE
 trial"). With ``BEGIN IMMEDIATE`` that read and that write are one locked
 step (SQLAlchemy's pysqlite recipe: the driver's own transaction handling
-off, ours on SQLAlchemy's ``begin`` event). Imported only by
+off, ours on SQLAlchemy's ``begin`` event). Its calls finish before an
+interrupt acts (:mod:`iobo.rdb_storage`). Imported only by
 :func:`iobo.storage.open_storage`: it loads Optuna and SQLAlchemy.
 """
 
 from __future__ import annotations
 
-import optuna
 import sqlalchemy
+
+from iobo.rdb_storage import InterruptSafeRDBStorage
 
 BUSY_TIMEOUT_S = 120
 """How long a process waits for another's transaction before SQLite raises "database is locked"."""
 
 
-class LockingSQLiteStorage(optuna.storages.RDBStorage):
+class LockingSQLiteStorage(InterruptSafeRDBStorage):
     """``RDBStorage`` on ``sqlite:///path`` with ``BEGIN IMMEDIATE`` transactions (see the module docstring)."""
 
     def __init__(self, url: str):

@@ -60,8 +60,10 @@ def open_storage(storage: Any, must_exist: bool = False):
                 from iobo.sqlite_lock import LockingSQLiteStorage
 
                 opened = optuna.storages.get_storage(LockingSQLiteStorage(storage))
-            else:
-                opened = optuna.storages.get_storage(storage)
+            else:  # a database server (PostgreSQL, MySQL): what Optuna would open, its calls not cut in half
+                from iobo.rdb_storage import InterruptSafeRDBStorage
+
+                opened = optuna.storages.get_storage(InterruptSafeRDBStorage(storage))
             opened.get_all_studies()  # reads the file / reaches the server now, not in the middle of a run
             return opened
         except Exception as exc:

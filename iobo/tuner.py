@@ -28,6 +28,7 @@ from typing import Any
 
 from iobo import _compat, kernels, launch, trials, watchdog
 from iobo.errors import ConfigError, Interrupted, JobEnded, KernelError, KernelPruned, WorkerLost
+from iobo.interrupts import interrupts_deferred
 from iobo.config import IOConfig
 from iobo.context import hosts_ran_on, kernel_context, note_outcome, record_context
 from iobo.launch import KernelJob, MPILauncher, MpiexecLauncher
@@ -626,7 +627,7 @@ class Tuner:
             self._fail_stale(study)  # a dead tuner's RUNNING trials count (as they will once told FAIL)
             if trials.count_asked(study) >= target:
                 return None
-        with _interrupts_deferred():  # ask() stores the RUNNING trial before it returns (SQLite may wait on its lock)
+        with interrupts_deferred():  # ask() stores the RUNNING trial before it returns (SQLite may wait on its lock)
             trial = trials.ask_owned(study)
             self._asked = trial.number  # known to the interrupt handler before any other attr is written
         if target is not None and trials.is_tuning(trial) and trials.count_asked(study, before=trial.number) >= target:
@@ -897,38 +898,6 @@ def _pairs_of(default: Mapping[str, Any], values: Mapping[str, Any], pairs: int)
 def _short(values: Mapping[str, Any], limit: int = 6) -> str:
     items = [f"{k}={v}" for k, v in values.items()]
     return ", ".join(items[:limit]) + (" ..." if len(items) > limit else "")
-
-
-class _interrupts_deferred:
-    """Within the block, SIGINT and SIGTERM are held back, then raised as KeyboardInterrupt on leaving it.
-
-    For a step the interrupt handler cannot clean up after if it stops
-    halfway: ``study.ask()`` stores a RUNNING trial before this process
-    knows its number.  A signal this process ignores (SIGINT under
-    ``nohup`` or in a shell's background job) stays ignored here too.
-    """
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __enter__(self):
-        self._caught: list[int] = []
-        self._previous = {}
-        try:
-            for signum in self.SIGNALS:
-                if signal.getsignal(signum) == signal.SIG_IGN:
-                    continue
-                self._previous[signum] = signal.signal(signum, lambda number, frame: self._caught.append(number))
-        except ValueError:  # not the main thread: signals are not ours to hold
-            self.__exit__(None, None, None)
-        return self
-
-    def __exit__(self, *exc):
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        self._previous = {}
-        if self._caught:
-            signum, self._caught = self._caught[0], []
-            raise Interrupted(signum)
 
 
 class _sigterm_as_interrupt:
