@@ -1,6 +1,7 @@
 """Shared fixtures: fast scratch space and small kernel sizes for real MPI runs."""
 
 import os
+import signal
 import shutil
 import subprocess
 import tempfile
@@ -110,3 +111,13 @@ def no_leftover_processes(request):
     with ProcessRecorder() as recorder:
         yield recorder
     assert_gone(recorder.recorded, timeout_s=30)
+
+
+@pytest.fixture
+def sigint_handler(request):
+    """SIGINT's handler in this process for the test: ``request.param`` when parametrized indirectly (SIG_IGN: a
+    run under ``nohup`` or in the background), else ``default_int_handler`` (a Ctrl-C at a terminal raises
+    KeyboardInterrupt), whatever launched pytest; the previous one restored after."""
+    previous = signal.signal(signal.SIGINT, getattr(request, "param", signal.default_int_handler))
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -9,15 +9,7 @@ import pytest
 from iobo.interrupts import interrupts_deferred, not_interrupted
 
 
-@pytest.fixture
-def sigint_raises():
-    """SIGINT raises KeyboardInterrupt here, as at a terminal, whatever launched pytest; restored after."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
-
-def test_a_sigint_inside_the_block_acts_when_it_ends(sigint_raises):
+def test_a_sigint_inside_the_block_acts_when_it_ends(sigint_handler):
     steps = []
     with pytest.raises(KeyboardInterrupt):
         with interrupts_deferred():
@@ -27,7 +19,7 @@ def test_a_sigint_inside_the_block_acts_when_it_ends(sigint_raises):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_nested_blocks_deliver_it_once_after_the_outer_one(sigint_raises):
+def test_nested_blocks_deliver_it_once_after_the_outer_one(sigint_handler):
     steps = []
     with pytest.raises(KeyboardInterrupt):
         with interrupts_deferred():
@@ -49,17 +41,14 @@ def test_sigterm_reaches_the_handler_in_place_after_the_block():
         signal.signal(signal.SIGTERM, previous)
 
 
-def test_an_ignored_sigint_stays_ignored():
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        with interrupts_deferred():
-            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-            os.kill(os.getpid(), signal.SIGINT)
-    finally:
-        signal.signal(signal.SIGINT, previous)
+@pytest.mark.parametrize("sigint_handler", [signal.SIG_IGN], indirect=True)
+def test_an_ignored_sigint_stays_ignored(sigint_handler):
+    with interrupts_deferred():
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGINT)
 
 
-def test_outside_the_main_thread_it_changes_nothing(sigint_raises):
+def test_outside_the_main_thread_it_changes_nothing(sigint_handler):
     seen = []
 
     def run():
@@ -72,7 +61,7 @@ def test_outside_the_main_thread_it_changes_nothing(sigint_raises):
     assert seen == [signal.default_int_handler]
 
 
-def test_a_method_marked_not_interrupted_returns_its_value_before_the_interrupt(sigint_raises):
+def test_a_method_marked_not_interrupted_returns_its_value_before_the_interrupt(sigint_handler):
     done = []
 
     @not_interrupted

@@ -64,7 +64,7 @@ def test_processes_asking_at_once_never_pop_the_same_queued_trial(storage):
     assert set(range(queued)) <= set(asked)  # every queued trial was popped (the rest are new trials)
 
 
-def test_a_ctrl_c_during_storage_calls_acts_after_the_call_and_leaves_no_lock(tmp_path, monkeypatch):
+def test_a_ctrl_c_during_storage_calls_acts_after_the_call_and_leaves_no_lock(tmp_path, monkeypatch, sigint_handler):
     """SIGINT from another thread at a seeded random moment while this one asks, tells and reads trials, 80
     times: after each KeyboardInterrupt the next write must not wait on SQLite's write lock. Before storage calls
     deferred interrupts, one that came inside a transaction left the lock held by a connection only the
@@ -77,34 +77,30 @@ def test_a_ctrl_c_during_storage_calls_acts_after_the_call_and_leaves_no_lock(tm
     import iobo.sqlite_lock
 
     monkeypatch.setattr(iobo.sqlite_lock, "BUSY_TIMEOUT_S", 3)
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal, whatever launched pytest
     draw = random.Random(0)
     came, waited = [], []
-    try:
-        for attempt in range(80):
-            storage = open_storage(f"sqlite:///{tmp_path / f'study-{attempt}.db'}")
-            study = optuna.create_study(storage=storage, study_name="s")
-            sender = threading.Timer(draw.uniform(0.001, 0.05), os.kill, (os.getpid(), signal.SIGINT))
-            try:
-                sender.start()
-                deadline = time.monotonic() + 5
-                while time.monotonic() < deadline:
-                    trial = study.ask()
-                    trial.set_user_attr("a", 1)
-                    study.tell(trial, 1.0)
-                    study.get_trials(deepcopy=False)
-                continue  # Python printed and dropped it: it came inside a __del__ or weakref callback
-            except KeyboardInterrupt:
-                came.append(attempt)
-            sender.join()
-            start = time.monotonic()
-            try:
-                study.tell(study.ask(), 2.0)
-            except optuna.exceptions.StorageInternalError:
-                pass
-            if time.monotonic() - start > 1.0:
-                waited.append(attempt)
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    for attempt in range(80):
+        storage = open_storage(f"sqlite:///{tmp_path / f'study-{attempt}.db'}")
+        study = optuna.create_study(storage=storage, study_name="s")
+        sender = threading.Timer(draw.uniform(0.001, 0.05), os.kill, (os.getpid(), signal.SIGINT))
+        try:
+            sender.start()
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                trial = study.ask()
+                trial.set_user_attr("a", 1)
+                study.tell(trial, 1.0)
+                study.get_trials(deepcopy=False)
+            continue  # Python printed and dropped it: it came inside a __del__ or weakref callback
+        except KeyboardInterrupt:
+            came.append(attempt)
+        sender.join()
+        start = time.monotonic()
+        try:
+            study.tell(study.ask(), 2.0)
+        except optuna.exceptions.StorageInternalError:
+            pass
+        if time.monotonic() - start > 1.0:
+            waited.append(attempt)
     assert len(came) >= 60, f"only {len(came)} of 80 interrupts reached the loop"
     assert not waited, f"the write after the interrupt waited on a lock in attempts {waited}"

@@ -229,17 +229,7 @@ class InterruptingSampler(optuna.samplers.TPESampler):
             os.kill(os.getpid(), signal.SIGINT)
 
 
-@pytest.fixture
-def sigint_handler(request):
-    """SIGINT's handler in this process for the test (``request.param``: a Ctrl-C at a terminal raises
-    KeyboardInterrupt; a run under ``nohup`` or in the background ignores it), the previous one restored after."""
-    previous = signal.signal(signal.SIGINT, request.param)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
-
 @pytest.mark.usefixtures("no_leftover_processes")
-@pytest.mark.parametrize("sigint_handler", [signal.default_int_handler], indirect=True)
 def test_ctrl_c_inside_ask_leaves_no_running_trial(storage, scratch, sigint_handler):
     tuner = Tuner(kernel="vpic", ranks=2, trials=6, storage=storage, study="a", workdir=str(scratch),
                   kernel_options=SMALL_VPIC, sampler=InterruptingSampler(seed=0, n_startup_trials=2), echo=None)

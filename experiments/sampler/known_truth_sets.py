@@ -74,5 +74,6 @@ def main(argv: list[str] | None = None) -> None:
         lines += [*report(name, args.repeats), ""]
     write_report(lines, args.out)
 
+
 if __name__ == "__main__":
     main()
