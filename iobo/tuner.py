@@ -421,7 +421,8 @@ class Tuner:
         from iobo.samplers.registry import make_sampler
 
         made_for = self._spec.identity(self.ranks, self.kernel_options)
-        sampler = self.sampler or make_sampler("gp", self.seed, prior_mean=self.transfer_model())
+        sampler = self.sampler or make_sampler("gp", self.seed, prior_mean=self.transfer_model(),
+                                               trials=self.trials)  # its last runs tell the best apart
         return trials.open_study(self.storage, self.study, sampler,
                                  made_for, self.space.names,
                                  {trials.SPACE_ATTR: self.space.to_records(), **self._spec.description()})

@@ -74,7 +74,8 @@ def run(tuner: Tuner, scheduler=None, storage_path: str | None = None):
     workdir = Path(tuner.workdir).resolve()  # Ray runs each trial in a directory of its own
     searcher = _StudySearch(
         _Suggest(tuner.space, tuner.workload), metric=METRIC, mode="max", study_name=tuner.study,
-        sampler=tuner.sampler or make_sampler("gp", tuner.seed), storage=open_storage(tuner.storage),
+        sampler=tuner.sampler or make_sampler("gp", tuner.seed, trials=tuner.trials),
+        storage=open_storage(tuner.storage),
     )
     job = KernelJob(kernel=kernels.get(tuner.kernel), values={}, ranks=tuner.ranks, workdir=str(workdir),
                     options=tuner.kernel_options, launcher=tuner.launcher, timeout_s=tuner.timeout_s)

@@ -132,6 +132,7 @@ class GPSampler(BaseSampler):
         log_values: bool | None = None,
         prior_mean: PriorMean | None = None,
         explore_every: int = 3,
+        identify_from: int = 0,
     ) -> None:
         name = "GPSampler"
         if seed is not None:
@@ -142,6 +143,7 @@ class GPSampler(BaseSampler):
         self._incumbent_runs = check_int(name, "incumbent_runs", incumbent_runs, 1, "use 1 to never re-measure it")
         self._max_enumerate = check_int(name, "max_enumerate", max_enumerate, 1, "e.g. 100000")
         self._explore_every = check_int(name, "explore_every", explore_every, 0, "use 0 to never explore a slice")
+        self._identify_from = check_int(name, "identify_from", identify_from, 0, "use 0 to never stop searching")
         if log_values not in (None, True, False):
             raise ConfigError(f"GPSampler log_values must be True, False or None; got {log_values!r}; "
                               "None models log(value) while every value is positive")
@@ -211,7 +213,8 @@ class GPSampler(BaseSampler):
             rng = np.random.default_rng([self._seed, trial.number])
             followed, follow = self._surprising_slice(study, data)
             proposal = propose(data.encoding, fitted, rng, data.pending, data.failed, self._max_repeats,
-                               self._max_enumerate, self._incumbent_runs, self._explore_every, follow)
+                               self._max_enumerate, self._incumbent_runs, self._explore_every, follow,
+                               self._identify_from)
         if follow:
             _compat.set_trial_system_attr(study, trial, FOLLOWS_ATTR, followed)
         if proposal.held:

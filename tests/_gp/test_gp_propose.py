@@ -3,7 +3,16 @@
 import numpy as np
 
 from iobo._gp.encoding import Encoding
-from iobo._gp.propose import fit, follow_up, least_measured_slice, matching_sizes, propose, surprising
+from iobo._gp.propose import (
+    IDENTIFY_CANDIDATES,
+    fit,
+    follow_up,
+    least_measured_slice,
+    matching_sizes,
+    propose,
+    surprising,
+    top_two,
+)
 
 MiB = 2**20
 
@@ -136,3 +145,34 @@ def test_a_slice_proposal_carries_what_it_held_and_its_prediction():
     assert all(proposal.row[i] == k for i, k in proposal.held)
     assert proposal.held[1:] == tuple(matching_sizes(proposal.held[0], enc))
     assert propose(enc, fitted, np.random.default_rng(0), none, none, explore_every=0).held == ()
+
+
+def _measured(enc: Encoding, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` distinct random rows of ``enc`` and a smooth log objective with 10% noise."""
+    rng = np.random.default_rng(seed)
+    rows = np.unique(np.array([[rng.integers(len(p.choices)) for p in enc.params] for _ in range(2 * n)]), axis=0)[:n]
+    return rows, -0.3 * rows.sum(axis=1) + rng.normal(0.0, 0.1, len(rows))
+
+
+def test_identification_stays_off_while_the_space_is_sparse_in_runs():
+    enc = Encoding({f"p{i}": tuple(range(5)) for i in range(8)}, {})  # 390,625 configurations
+    rows, values = _measured(enc, 30, 0)
+    proposal = propose(enc, fit(enc, rows, values), np.random.default_rng(0), np.zeros((0, 8)), np.zeros((0, 8)),
+                       identify_from=10)
+    assert proposal.row.tolist() not in rows.tolist()  # a new configuration: the search goes on
+
+
+def test_identification_re_measures_the_leader_or_the_challenger_and_stops_once_one_is_sure():
+    enc = Encoding({f"p{i}": tuple(range(3)) for i in range(3)}, {})  # 27 configurations, each measured once
+    rows = np.array([[a, b, c] for a in range(3) for b in range(3) for c in range(3)])
+    values = -0.3 * rows.sum(axis=1) + np.random.default_rng(1).normal(0.0, 0.1, len(rows))
+    values[:2] = 1.0, 0.95  # a near tie at the top: (0, 0, 0) and (0, 0, 1)
+    fitted = fit(enc, rows, values)
+    picks = {tuple(top_two(enc, fitted, np.random.default_rng(s), np.zeros((0, 3))).tolist()) for s in range(20)}
+    assert picks == {(0, 0, 0), (0, 0, 1)}  # the leader and the challenger, by a coin
+    assert all(top_two(enc, fitted, np.random.default_rng(s), rows[:1]).tolist() == [0, 0, 1] for s in range(5))
+    assert top_two(enc, fitted, np.random.default_rng(0), rows[:2]) is None  # both being measured
+    sure = np.concatenate([rows, np.repeat(rows[:1], 10, axis=0)])
+    values[0] = 3.0  # one configuration far ahead, measured 11 times
+    assert top_two(enc, fit(enc, sure, np.concatenate([values, np.full(10, 3.0)])), np.random.default_rng(0),
+                   np.zeros((0, 3))) is None

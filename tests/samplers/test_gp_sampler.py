@@ -14,6 +14,7 @@ from optuna.trial import TrialState, create_trial
 
 from iobo.errors import ConfigError
 from iobo.samplers import GPSampler
+from iobo.samplers.registry import identify_from
 from iobo.space import Workload, io_stack_space
 from iobo.surrogate import FOLLOWS_ATTR, SLICE_ATTR, TrialData, configuration_key
 
@@ -234,6 +235,7 @@ def test_minimize_models_log_time():
         ({"initial_params": {"stripes": 4}}, "wrap a single configuration in a list"),
         ({"ratios": ("cb_buffer_size", "striping_unit")}, "ratios must be a sequence of (first, second)"),
         ({"ratios": [("cb_nodes",)]}, "got [('cb_nodes',)]"),
+        ({"identify_from": -1}, "identify_from must be an integer >= 0; got -1"),
     ],
 )
 def test_invalid_arguments_raise_config_error(kwargs, fragment):
@@ -441,3 +443,25 @@ def test_a_surprising_slice_is_followed_once_and_after_a_resume(tmp_path):
         run_one(resumed)
     follows = [t.system_attrs[FOLLOWS_ATTR] for t in resumed.trials if FOLLOWS_ATTR in t.system_attrs]
     assert len(follows) == len(set(follows))
+
+
+def _noisy(seed: int):
+    rng = np.random.default_rng(seed)
+    return lambda c: bandwidth(c) * float(rng.lognormal(0.0, 0.2))  # CV ~20% run to run
+
+
+def test_the_last_runs_tell_the_best_few_apart_where_the_space_is_covered():
+    def runs_after(identify_from: int) -> list[tuple]:
+        study = run(GPSampler(seed=0, identify_from=identify_from), 32, _noisy(0))
+        keys = [configuration_key(t.params) for t in study.trials]
+        return keys[:20], keys[20:]
+
+    before, after = runs_after(20)  # 210 configurations: covered at 20 runs (at most 100 per run)
+    assert set(after) <= set(before)  # only re-measurements: the leader or its challenger
+    assert len(set(after)) >= 2
+    before, after = runs_after(0)  # never: every later run is a configuration not measured before
+    assert not set(after) & set(before)
+
+
+def test_a_budget_spends_its_last_40_percent_on_identification():
+    assert [identify_from(n) for n in (None, 0, 1, 10, 30, 50, 100)] == [0, 0, 1, 6, 18, 30, 60]
