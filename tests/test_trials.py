@@ -9,8 +9,8 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import create_trial
 
 from iobo.storage import open_storage
-from iobo.trials import (ASKING_ATTR_PREFIX, ROLE_CONFIRM_BEST, ROLE_DEFAULT, ROLE_SEARCH, asking_elsewhere,
-                         best_trial, owner)
+from iobo.trials import (ASKING_ATTR_PREFIX, INCUMBENT_ATTR, ROLE_CONFIRM_BEST, ROLE_DEFAULT, ROLE_SEARCH,
+                         asking_elsewhere, best_trial, owner)
 
 FILES = {"files": CategoricalDistribution(["shared", "per_process"])}
 
@@ -43,6 +43,23 @@ def test_search_trials_alone_or_nothing(storage):
     assert best_trial(study_of(storage, [])) is None
     study = study_of(storage, [(ROLE_SEARCH, "shared", 10), (ROLE_SEARCH, "per_process", 20)], name="u")
     assert best_trial(study).number == 1
+
+
+def test_the_gps_recorded_pick_beats_a_lucky_single_run_until_the_search_goes_on(storage):
+    study = study_of(storage, [(ROLE_DEFAULT, "shared", 1000), (ROLE_SEARCH, "per_process", 1500),
+                               (ROLE_SEARCH, "per_process", 1450), (ROLE_SEARCH, "shared", 1900)])
+    assert best_trial(study).number == 3  # the best single run: one lucky run of the default's configuration
+    study.set_user_attr(INCUMBENT_ATTR, {"params": {"files": "per_process"}, "mb_per_s": 1470.0, "search_trials": 3})
+    assert best_trial(study).number == 2  # the GP's pick: its latest search trial
+    study.add_trial(create_trial(params={"files": "shared"}, distributions=FILES, value=1000,
+                                 user_attrs={"role": ROLE_SEARCH}))
+    assert best_trial(study).number == 3  # recorded before the last search trial: stale, the best single run again
+    study.set_user_attr(INCUMBENT_ATTR, {"params": {"files": "shared"}, "mb_per_s": 1100.0, "search_trials": 4})
+    assert best_trial(study).number == 4  # the latest search trial of the picked configuration
+    only = study_of(storage, [(ROLE_DEFAULT, "shared", 1000), (ROLE_DEFAULT, "shared", 1100),
+                              (ROLE_SEARCH, "per_process", 1500)], name="v")
+    only.set_user_attr(INCUMBENT_ATTR, {"params": {"files": "shared"}, "mb_per_s": 1050.0, "search_trials": 1})
+    assert best_trial(only).number == 1  # the system default's configuration: its fastest default run
 
 
 def test_an_ask_is_elsewhere_while_its_tuner_lives_here_or_runs_on_another_host(storage):

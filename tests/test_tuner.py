@@ -18,8 +18,8 @@ from iobo.kernels import KernelSpec, vpic
 from iobo.measure import INTERVAL_MIN_RUNS, Spread, planned_pairs
 from iobo.minimize import MINIMAL_ATTR, UNDECIDED, Confirmation, Minimal, Step, confirmation_of, recommended
 from iobo.report import build_report
-from iobo.trials import (CONFIRM_PLAN_ATTR, ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT, ROLE_SEARCH, baseline,
-                         best_trial)
+from iobo.trials import (CONFIRM_PLAN_ATTR, INCUMBENT_ATTR, ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT,
+                         ROLE_SEARCH, baseline, best_trial)
 from iobo.tuner import CONFIRM_AT_MOST, CONFIRM_EXTRA_SECONDS, Tuner, confirm_plan, confirmation_round
 
 from experiments.harness.faults import write_launcher
@@ -52,6 +52,18 @@ def test_short_study_stores_complete_trials_with_their_attrs(storage, scratch):
     assert "cb_buffer_size" in first.user_attrs["hints"]  # ROMIO reports its hints in effect
     assert study.metric_names == ["bandwidth (MB/s)"]
     assert not list(scratch.glob("trial-*"))  # trial directories are cleaned up
+    assert INCUMBENT_ATTR not in study.user_attrs  # TPE has no posterior: the best single run stays the incumbent
+
+
+def test_the_gp_samplers_pick_is_recorded_after_the_search_and_is_the_incumbent(storage, scratch):
+    tuner = Tuner(kernel="vpic", ranks=2, trials=7, storage=storage, study="g", workdir=str(scratch),
+                  kernel_options=SMALL_VPIC, echo=None)
+    study = tuner.run()
+    picked = study.user_attrs[INCUMBENT_ATTR]
+    assert picked["search_trials"] == 4 and picked["mb_per_s"] > 0
+    assert best_trial(study).params == picked["params"]
+    assert best_trial(study).user_attrs["role"] == (ROLE_DEFAULT if picked["params"] == study.trials[0].params
+                                                    else ROLE_SEARCH)
 
 
 def test_a_failing_configuration_is_told_fail_and_the_study_goes_on(storage, scratch, monkeypatch):

@@ -213,8 +213,8 @@ def check_truth_targets(scored: dict[str, tuple[Truth, dict]], budget: int, opti
                              f"({met(median <= 0)}: median <= 0; {faster} seeds faster)")
         if f["pick"] is not None:
             parts.append(f"recommendation at {PICK_AT} in S in {f['pick']}/{f['runs']} runs "
-                         f"({met(2 * f['pick'] >= f['runs'])}: the median run; by the best single run, as "
-                         f"`iobo best` picks: {f['best_run']}/{f['runs']})")
+                         f"({met(2 * f['pick'] >= f['runs'])}: the median run; by the best single run, what "
+                         f"`iobo best` gave before the GP's pick was recorded: {f['best_run']}/{f['runs']})")
         kind = "known truth" if truth.known else ("differ detectably" if truth.detectable else "do NOT differ detectably")
         print(f"{truth.name} ({kind}): " + "; ".join(parts))
 
