@@ -53,10 +53,10 @@ TUNING_ROLES = (ROLE_DEFAULT, ROLE_SEARCH)
 MEASURED_ROLES = (*TUNING_ROLES, ROLE_MINIMIZE, ROLE_CONFIRM_DEFAULT, ROLE_CONFIRM_BEST)
 """Roles of the runs that measured a configuration: the search's and the re-measurements after it."""
 ORIGIN_ATTR = "origin"
+ORIGIN_SAMPLER = "sampler"
 INCUMBENT_ATTR = "incumbent"
 """Study attr: the GP sampler's pick at the end of the search, ``{"params", "mb_per_s", "search_trials"}``
 (the measured configuration with the best posterior mean, its estimate, and the completed search trials then)."""
-ORIGIN_SAMPLER = "sampler"
 IDENTITY_KEYS = ("kernel", "ranks", "kernel_options", "task", "command")
 """Study attrs that say what a study tunes (a kernel at a scale, a decorated task, a command)."""
 
@@ -167,10 +167,9 @@ def best_trial(study):
 
     The GP's pick weighs every run of a configuration and of its
     neighbours, so one lucky run of a weaker configuration does not make it
-    the incumbent (issue 31: after a search that re-measured its best few,
-    the best single run is in S in 66 of 160 benchmark runs, the GP's pick
-    in 89; experiments/results/sampler-identify.txt).  Without a recorded
-    pick (another sampler, a study still searching), the best single run.
+    the incumbent (issue 31; experiments/results/sampler-identify.txt).
+    Without a recorded pick (another sampler, a study still searching), the
+    best single run.
     A default run is never the incumbent over a search trial that beats the
     baseline: on a shared machine one lucky default run (CV 20% is common)
     would otherwise hide what the search found from the walk-back and the
@@ -184,7 +183,7 @@ def best_trial(study):
     complete = tuning_trials(study)
     search = [t for t in complete if role(t) == ROLE_SEARCH]
     defaults = [t for t in complete if role(t) == ROLE_DEFAULT]
-    picked = study.user_attrs.get(INCUMBENT_ATTR)
+    picked = study.user_attrs.get(INCUMBENT_ATTR)  # stale once another search trial completed
     if search and picked and picked.get("search_trials") == len(search):
         same = [t for t in search if dict(t.params) == picked["params"]]
         if same:
@@ -196,6 +195,15 @@ def best_trial(study):
     if best_search is not None and (baseline_mb_per_s is None or best_search.value > baseline_mb_per_s):
         return best_search
     return max(defaults, key=lambda t: t.value) if defaults else best_search
+
+
+def record_incumbent(study, params: dict[str, Any], mb_per_s: float) -> None:
+    """Store a model's pick at the end of the search (``INCUMBENT_ATTR``), which :func:`best_trial` prefers to the
+    best single run until another search trial completes; nothing before a search trial completed."""
+    search = completed_trials(study, (ROLE_SEARCH,))
+    if search:
+        study.set_user_attr(INCUMBENT_ATTR, {"params": dict(params), "mb_per_s": float(mb_per_s),
+                                             "search_trials": len(search)})
 
 
 def count_finished(study) -> int:

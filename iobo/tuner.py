@@ -239,16 +239,12 @@ class Tuner:
         self._record_incumbent(study)
         return study
 
-    def _record_incumbent(self, study) -> None:
-        """Store the GP sampler's pick (study attr ``trials.INCUMBENT_ATTR``), which :func:`trials.best_trial`
-        then prefers to the best single run; nothing with another sampler or before a search trial completed."""
-        search = [t for t in trials.tuning_trials(study) if trials.role(t) == trials.ROLE_SEARCH]
+    @staticmethod
+    def _record_incumbent(study) -> None:
+        """Record the sampler's pick (:func:`trials.record_incumbent`) when it has one (the GP: ``incumbent``)."""
         incumbent = getattr(study.sampler, "incumbent", None)
-        if not search or incumbent is None:
-            return
-        params, mb_per_s = incumbent(study)
-        study.set_user_attr(trials.INCUMBENT_ATTR, {"params": params, "mb_per_s": float(mb_per_s),
-                                                    "search_trials": len(search)})
+        if incumbent is not None and trials.completed_trials(study, (trials.ROLE_SEARCH,)):
+            trials.record_incumbent(study, *incumbent(study))
 
     @_one_runner
     def confirm(self, repeats: int = 5, minimize: bool = True, pairs: int = 3):

@@ -54,10 +54,9 @@ means: top-two Thompson sampling (Russo 2016, best-arm identification).
 From joint posterior draws over them, the *leader* is the configuration most
 often best and the *challenger* the next; a fair coin picks which one is
 measured (:func:`top_two`).  With one run of most configurations the best
-few cannot be told apart (S measured in 76 of 80 table runs by 50
-evaluations, recommended in 35), and where most of the space was seen a run
-spent telling the leader from its challenger moves the recommendation more
-than one more new configuration (``experiments/results/sampler-identify.txt``).
+few cannot be told apart, and where most of the space was seen a run spent
+telling the leader from its challenger moves the recommendation more than
+one more new configuration (``experiments/results/sampler-identify.txt``).
 When the leader is best in every draw, the search goes on instead.
 """
 
