@@ -57,6 +57,9 @@ ORIGIN_SAMPLER = "sampler"
 INCUMBENT_ATTR = "incumbent"
 """Study attr: the GP sampler's pick at the end of the search, ``{"params", "mb_per_s", "search_trials"}``
 (the measured configuration with the best posterior mean, its estimate, and the completed search trials then)."""
+STOP_SAID_ATTR = "stop_said_at"
+"""Study attr: the completed tuning trials when the stop rule said stop, after which the study re-measures its best
+few configurations before it ends (:class:`iobo.tuner.Tuner`; absent while the rule has not said stop)."""
 IDENTITY_KEYS = ("kernel", "ranks", "kernel_options", "task", "command")
 """Study attrs that say what a study tunes (a kernel at a scale, a decorated task, a command)."""
 

@@ -235,6 +235,8 @@ class Tuner:
         self.enqueue_warm_start(study)
         finished = trials.count_finished(study)
         self._say(f"study {self.study!r} in {self.storage}: {finished} finished trial(s), target {self.trials}")
+        if self.stop_rule is not None and study.user_attrs.get(trials.STOP_SAID_ATTR) is not None:
+            self._identify_finalists(study)  # resumed after the stop rule said stop: go on re-measuring
         self._loop(study, target=self.trials, stop_rule=self.stop_rule, interleave=True)
         self._record_incumbent(study)
         return study
@@ -604,15 +606,45 @@ class Tuner:
         return True
 
     def _should_stop(self, study, stop_rule) -> bool:
+        """Whether ``stop_rule`` ends the study now.  When it first says stop and the sampler can still tell its
+        best few configurations apart (:meth:`_identify_finalists`), the study re-measures them first, for at most
+        the rule's ``finalist_runs`` more tuning trials (the count where the rule said stop is study attr
+        :data:`iobo.trials.STOP_SAID_ATTR`, so a resumed study goes on from it)."""
         from iobo.stopping import study_progress
 
+        said = study.user_attrs.get(trials.STOP_SAID_ATTR)
+        if said is not None:
+            progress = study_progress(study)
+            done = progress.trials - said if progress is not None else 0
+            if done < stop_rule.finalist_runs and self._identify_finalists(study):
+                return False
+            why = "the most allowed" if done >= stop_rule.finalist_runs else "the leader is best in every posterior draw"
+            self._say(f"stop rule {type(stop_rule).__name__}: stopping after {done} trial(s) re-measuring the best "
+                      f"few configurations ({why})")
+            return True
         progress = study_progress(study, with_gain=stop_rule.needs_gain)
         if progress is None or (stop_rule.needs_gain and progress.expected_gain_mb_per_s is None):
             return False  # too few completed trials to judge yet (e.g. most failed): go on
         if not stop_rule.should_stop(progress):
             return False
-        self._say(f"stop rule {type(stop_rule).__name__}: stopping after {progress.trials} tuning trial(s), "
-                  f"{progress.minutes[-1]:.1f} min, RoTI {format_mb_per_s(progress.roti)} MB/s per minute")
+        where = (f"after {progress.trials} tuning trial(s), {progress.minutes[-1]:.1f} min, RoTI "
+                 f"{format_mb_per_s(progress.roti)} MB/s per minute")
+        if stop_rule.finalist_runs and self._identify_finalists(study):
+            study.set_user_attr(trials.STOP_SAID_ATTR, progress.trials)
+            self._say(f"stop rule {type(stop_rule).__name__} says stop {where}; first re-measuring the best few "
+                      f"configurations (at most {stop_rule.finalist_runs} trials)")
+            return False
+        self._say(f"stop rule {type(stop_rule).__name__}: stopping {where}")
+        return True
+
+    @staticmethod
+    def _identify_finalists(study) -> bool:
+        """Turn the sampler to re-measuring its best few configurations (``GPSampler.identify_now``) while that still
+        tells them apart (``GPSampler.finalists_undecided``); False (nothing changed) for other samplers."""
+        sampler = study.sampler
+        if not hasattr(sampler, "identify_now") or not sampler.finalists_undecided(study):
+            return False
+        sampler.identify_now()
         return True
 
     def _notify(self, hook: str, *args) -> None:

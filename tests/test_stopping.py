@@ -197,6 +197,34 @@ def test_tuner_ends_the_study_when_its_stop_rule_says_so(storage, scratch):
     assert any("stop rule AfterTrials: stopping after 5 tuning trial(s)" in line for line in lines)
 
 
+class AfterTrialsThenFinalists(AfterTrials):
+    finalist_runs = 3
+
+
+def test_a_rule_that_says_stop_lets_the_gp_re_measure_its_best_few_first(storage, scratch):
+    """A real GP study over 12 configurations (covered by its runs): the rule says stop after 9 tuning trials,
+    the study records that, re-measures configurations it measured before (at most 3 trials), then stops."""
+    from iobo.kernels import vpic
+    from iobo.samplers import GPSampler
+    from iobo.trials import STOP_SAID_ATTR
+    from iobo.tuner import Tuner
+    from support.sizes import SMALL_VPIC
+
+    lines = []
+    space = vpic.space().select(["files", "romio_cb_write", "transfer_mode"])  # 2 x 3 x 2 configurations
+    tuner = Tuner(kernel="vpic", ranks=2, trials=15, storage=storage, study="f", workdir=str(scratch),
+                  kernel_options=SMALL_VPIC, space=space, sampler=GPSampler(seed=0), echo=lines.append,
+                  stop_rule=AfterTrialsThenFinalists(9), warmup=False)
+    study = tuner.run()
+    assert study.user_attrs[STOP_SAID_ATTR] == 9
+    done = [t for t in study.get_trials() if t.state.is_finished()]
+    assert 10 <= len(done) <= 12  # 1 to 3 re-measuring trials (fewer once the leader wins every draw)
+    measured = {tuple(sorted(t.params.items())) for t in done[:9]}
+    assert all(tuple(sorted(t.params.items())) in measured for t in done[9:])
+    assert any("says stop after 9 tuning trial(s)" in line and "at most 3 trials" in line for line in lines)
+    assert any(f"stopping after {len(done) - 9} trial(s) re-measuring" in line for line in lines)
+
+
 def test_every_rule_is_offered_by_the_command_line():
     from iobo.cli import parser
     from iobo.stopping import RULES, make_rule
@@ -223,6 +251,9 @@ def test_confident_stop_waits_for_the_probability_after_its_minimum():
     for bad in (0, 1, 1.5):
         with pytest.raises(ConfigError, match="ConfidentStop probability must be in"):
             ConfidentStop(probability=bad)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ConfigError, match="ConfidentStop finalist_runs must be a whole number"):
+            ConfidentStop(finalist_runs=bad)
 
 
 def _two_level_surrogate(seen, seed=0):
@@ -372,3 +403,23 @@ def test_iobo_tune_production_runs_stops_after_the_defaults_when_no_trial_can_pa
         assert said is None and len(complete) == 6
     else:
         assert said and int(said.group(1)) == stops_after and len(complete) == stops_after
+
+
+def test_the_identified_benchmark_ends_each_seed_where_the_tuner_would():
+    """experiments.stopping.identified: after the rule's stop, the branch is read up to the first evaluation
+    whose finalists are decided, at most K re-measurements; a rule that never said stop ends at the budget."""
+    from experiments.stopping.identified import Outcome, outcome
+    from experiments.stopping.trajectories import rule_name
+
+    class Seed:  # what outcome() reads of experiments.stopping.joint.Seed
+        budget = 6
+        fraction = np.array([0.2, 0.3, 0.4, 0.5, 0.6, 0.7])
+        run = {"fires": {rule_name(0.7, 15): 4}, "best_truth": 1000.0, "minutes": [1, 2, 3, 4, 5, 6],
+               "branches": {"4": [{"truth": 500.0, "minutes": 4.0, "undecided": True},
+                                  {"truth": 800.0, "minutes": 5.0, "undecided": True},
+                                  {"truth": 900.0, "minutes": 6.0, "undecided": False}]}}
+
+    assert outcome(Seed(), 0.7, 15, 0) == Outcome(4, 0, 0.5, 4.0)  # K = 0: the incumbent where the rule said stop
+    assert outcome(Seed(), 0.7, 15, 1) == Outcome(4, 1, 0.8, 5.0)  # K = 1: one re-measurement
+    assert outcome(Seed(), 0.7, 15, 10) == Outcome(4, 2, 0.9, 6.0)  # decided after two: no more
+    assert outcome(Seed(), 0.5, 10, 10) == Outcome(6, 0, 0.7, 6.0)  # never said stop: the budget's recommendation

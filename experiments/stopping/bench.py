@@ -56,6 +56,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from experiments.harness import cost  # noqa: E402
+from experiments.harness.problems import Problem  # noqa: E402
 from experiments.harness.optimizers import measurement_rng, suggest  # noqa: E402
 from experiments.harness.runs import pool_map, quiet_worker  # noqa: E402
 from iobo.measure import roti  # noqa: E402
@@ -84,6 +85,18 @@ CANDIDATE = "RoTI past peak (no rise in 2, >= 8 evals)"  # the rule (and setting
 def is_default_run(n: int) -> bool:
     """Whether evaluation ``n`` (1-based) is a run of the system default: 1-3, then every 11th (14, 25, 36...)."""
     return n <= DEFAULT_RUNS or (n - DEFAULT_RUNS) % (DEFAULT_EVERY + 1) == 0
+
+
+def evaluate(study, problem: Problem, n: int, rng: np.random.Generator) -> tuple[float, dict]:
+    """Evaluation ``n`` (1-based) of ``study``: the system default where :func:`is_default_run`, else the
+    sampler's proposal, measured with ``rng`` and told; returns (MB/s, configuration)."""
+    if is_default_run(n):
+        study.enqueue_trial(problem.default)
+    trial = study.ask()
+    config = suggest(trial, problem)
+    value = problem.measure(config, rng)
+    study.tell(trial, value)
+    return value, config
 
 
 def found_probability(surrogate: Surrogate, configs: list[dict], fraction: float = FOUND_FRACTION,
@@ -116,12 +129,7 @@ def trajectory(table: str, seed: int, budget: int) -> dict:
     space = problem.grid.configurations()
     warm = None
     for n in range(1, budget + 1):
-        if is_default_run(n):
-            study.enqueue_trial(problem.default)
-        trial = study.ask()
-        config = suggest(trial, problem)
-        value = problem.measure(config, rng)
-        study.tell(trial, value)
+        value, config = evaluate(study, problem, n, rng)
         configs.append(config)
         defaults.append(is_default_run(n))
         measured.append(value)

@@ -53,9 +53,9 @@ import numpy as np
 from experiments.harness.cost import cost_minutes
 from experiments.harness.runs import commit, write_report
 from experiments.harness.truth import median_interval, truth_of
-from experiments.stopping.trajectories import problem_and_bytes
+from experiments.stopping.trajectories import problem_and_bytes, progress_at
 from iobo.stopping import (BASELINE_RUNS, PRODUCTION_MIN_TRIALS, SAVING_CALIBRATION, ConfidentStop, ProductionRuns,
-                           Progress, StopRule)
+                           StopRule)
 
 FIRST_STOP = BASELINE_RUNS  # no study stops before the default's 3 runs (--default-repeats >= 3)
 FLOOR = 0.85  # a seed's recommendation at the stop must be >= 85% of the best ...
@@ -119,14 +119,6 @@ def final_pick(run: dict, n: int, candidates: int, runs: int) -> tuple[float, fl
     return problem.truth(_config(pick)), extra
 
 
-def progress_at(run: dict, n: int) -> Progress:
-    """What a rule sees after evaluation ``n``: measurements only (the baseline: the default runs' median)."""
-    default = float(np.median([v for v, d in zip(run["measured"][:n], run["defaults"]) if d]))
-    return Progress(run["minutes"][:n], list(np.maximum.accumulate(run["measured"][:n])), default,
-                    run["gains"][n - 1], run["incumbents"][n - 1], run["p_recommended"][n - 1],
-                    run["saving"][n - 1], run["mb_per_run"])
-
-
 def stop_point(rule: StopRule, run: dict) -> int:
     """Evaluations after which ``rule`` stops (asked after every evaluation from the baseline's 3 default
     runs on); the budget if it never does."""
@@ -176,7 +168,7 @@ def smallest_fixed_budget(seeds: list[Seed]) -> int | None:
     return next((b for b in range(FIRST_STOP, seeds[0].budget + 1) if part_one([s.fraction[b - 1] for s in seeds])), None)
 
 
-def _ci(values, seed: int = 0, fmt: str = "{:.1%}") -> str:
+def with_interval(values, seed: int = 0, fmt: str = "{:.1%}") -> str:
     med, low, high = median_interval(values, seed=seed)
     return f"{fmt.format(med)} [95% CI {fmt.format(low)}-{fmt.format(high)}]"
 
@@ -329,12 +321,12 @@ def main(argv=None) -> int:
         out.append(f"truth: {known.describe()}; 85% of the best is {'inside' if FLOOR * known.best >= known.threshold else 'outside'}"
                    f" S; recommendations at the stop in S: {in_s} of {len(seeds)}")
         out.append(f"ConfidentStop(probability={p}, min_trials={m}) with a final pick of {pick[0]} x {pick[1]} fresh "
-                   f"runs: stops at evaluation {_ci(stops, fmt='{:.1f}')}, "
-                   f"minutes {_ci([seeds[i].run['minutes'][n - 1] for i, n in enumerate(stops)], fmt='{:.2f}')}")
+                   f"runs: stops at evaluation {with_interval(stops, fmt='{:.1f}')}, "
+                   f"minutes {with_interval([seeds[i].run['minutes'][n - 1] for i, n in enumerate(stops)], fmt='{:.2f}')}")
         out.append(f"  part 1 {'MET' if one else 'MISSED'}: {good} of {len(seeds)} seeds >= 85% of the best (needs "
                    f">= {int(np.ceil(MIN_GOOD * len(seeds)))}), worst {scores[:, 0].min():.1%} (needs >= 70%); "
-                   f"recommendation {_ci(scores[:, 0])} of the best")
-        out.append(f"  part 2 {'MET' if two else 'MISSED'}: median RoTI / hindsight-best {_ci(scores[:, 1])} "
+                   f"recommendation {with_interval(scores[:, 0])} of the best")
+        out.append(f"  part 2 {'MET' if two else 'MISSED'}: median RoTI / hindsight-best {with_interval(scores[:, 1])} "
                    f"(needs >= 80%)")
         if budget_b is None:
             out.append(f"  part 3 UNDEFINED: {'no fixed budget meets part 1 on seeds 0-9 within the budget' if name in fit else 'no design seeds'}")
@@ -343,7 +335,7 @@ def main(argv=None) -> int:
             r, lo, hi = ratio_of_medians(scores[:, 1], fixed[:, 1])
             out.append(f"  part 3 {'MET' if r >= FIXED_FACTOR else 'MISSED'}: smallest fixed budget meeting part 1 on "
                        f"seeds 0-9: {budget_b}; here it has {int(np.sum(fixed[:, 0] >= FLOOR))} of {len(seeds)} "
-                       f">= 85%, worst {fixed[:, 0].min():.1%}, median RoTI / hindsight-best {_ci(fixed[:, 1])}; "
+                       f">= 85%, worst {fixed[:, 0].min():.1%}, median RoTI / hindsight-best {with_interval(fixed[:, 1])}; "
                        f"ratio of medians {r:.2f}x [95% CI {lo:.2f}-{hi:.2f}] (needs >= {FIXED_FACTOR}x)")
         out.append(f"  jointly: {'MET' if one and two and budget_b is not None and r >= FIXED_FACTOR else 'MISSED'}")
         for runs in PRODUCTION:
@@ -356,8 +348,8 @@ def main(argv=None) -> int:
             met = med <= PRODUCTION_MEDIAN and max(ratios) <= PRODUCTION_WORST
             beats = med < fixed_medians[best_b]
             ties = med <= fixed_medians[best_b]
-            out.append(f"  --production-runs {runs}: stops at {_ci(stops_n, fmt='{:.1f}')}; total time / "
-                       f"hindsight-optimal {_ci(ratios, fmt='{:.3f}')}, worst {max(ratios):.3f} "
+            out.append(f"  --production-runs {runs}: stops at {with_interval(stops_n, fmt='{:.1f}')}; total time / "
+                       f"hindsight-optimal {with_interval(ratios, fmt='{:.3f}')}, worst {max(ratios):.3f} "
                        f"({'MET' if met else 'MISSED'}: median <= {PRODUCTION_MEDIAN}, worst <= {PRODUCTION_WORST}); "
                        f"best fixed budget {best_b} median {fixed_medians[best_b]:.3f}: "
                        f"{'better than every fixed budget' if beats else 'ties the best fixed budget' if ties else 'NOT better than every fixed budget'}")

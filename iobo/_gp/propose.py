@@ -158,6 +158,7 @@ def propose(
     explore_every: int = 0,
     follow: tuple[tuple[int, int], ...] = (),
     identify_from: int = 0,
+    finalists: bool = False,
 ) -> Proposal:
     """The next configuration to measure.
 
@@ -171,12 +172,13 @@ def propose(
     first in the incumbent's context (:func:`follow_up`); identify_from: from
     this run on (counted as for explore_every; 0: never), while the space is
     not sparse in runs, re-measure the leader or the challenger
-    (:func:`top_two`) instead of searching.
+    (:func:`top_two`) instead of searching; finalists: do so now, however
+    sparse (a stop rule has ended the search).
     """
     incumbent = fitted.rows[fitted.best]
     runs = int(fitted.counts.sum()) + len(pending)
     sparse = encoding.size() > SPARSE_CONFIGURATIONS_PER_RUN * runs
-    if identify_from and runs >= identify_from and not sparse:
+    if finalists or (identify_from and runs >= identify_from and not sparse):
         row = top_two(encoding, fitted, rng, pending)
         if row is not None:
             return Proposal(row)

@@ -144,6 +144,7 @@ class GPSampler(BaseSampler):
         self._max_enumerate = check_int(name, "max_enumerate", max_enumerate, 1, "e.g. 100000")
         self._explore_every = check_int(name, "explore_every", explore_every, 0, "use 0 to never explore a slice")
         self._identify_from = check_int(name, "identify_from", identify_from, 0, "use 0 to never stop searching")
+        self._finalists = False  # identify_now: re-measure the best few from now on, however sparse the space
         if log_values not in (None, True, False):
             raise ConfigError(f"GPSampler log_values must be True, False or None; got {log_values!r}; "
                               "None models log(value) while every value is positive")
@@ -214,7 +215,7 @@ class GPSampler(BaseSampler):
             followed, follow = self._surprising_slice(study, data)
             proposal = propose(data.encoding, fitted, rng, data.pending, data.failed, self._max_repeats,
                                self._max_enumerate, self._incumbent_runs, self._explore_every, follow,
-                               self._identify_from)
+                               self._identify_from, self._finalists)
         if follow:
             _compat.set_trial_system_attr(study, trial, FOLLOWS_ATTR, followed)
         if proposal.held:
@@ -309,6 +310,32 @@ class GPSampler(BaseSampler):
         with threadpool_limits(1):
             surrogate = self._fit(data, remember=False)
         return self._params_of(data, surrogate.fit.rows[surrogate.fit.best]), surrogate.incumbent_mb_per_s
+
+    # -- telling the best few apart before a stop --------------------------------------
+    def identify_now(self) -> None:
+        """From the next proposal on, re-measure the leader or the challenger among the best measured
+        configurations (top-two sampling, :func:`iobo._gp.propose.top_two`) instead of searching, however few
+        runs the space has seen: what a study does once its stop rule said stop (:class:`iobo.tuner.Tuner`)."""
+        self._finalists = True
+
+    def finalists_undecided(self, study: Study) -> bool:
+        """Whether a re-measurement would still help tell the best measured configurations apart: the leader
+        among the ``IDENTIFY_CANDIDATES`` best posterior means is not the best in every joint posterior draw
+        (:func:`iobo._gp.propose.top_two` would propose a run).  False before the GP can be fitted (fewer than
+        two completed runs it can model)."""
+        self._check_direction(study)
+        data = self._data(study, self._search_space(study))
+        if len(data.targets) < 2:
+            return False
+        from threadpoolctl import threadpool_limits
+
+        from iobo._gp.propose import top_two
+
+        with threadpool_limits(1):
+            fitted = self._fit(data, remember=False).fit
+            rng = np.random.default_rng([self._seed, len(study.get_trials(deepcopy=False)), 2])
+            no_pending = np.zeros((0, len(data.encoding.params)), dtype=np.int64)
+            return top_two(data.encoding, fitted, rng, no_pending) is not None
 
     # -- helpers --------------------------------------------------------------------
     @staticmethod

@@ -154,12 +154,15 @@ def _measured(enc: Encoding, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]
     return rows, -0.3 * rows.sum(axis=1) + rng.normal(0.0, 0.1, len(rows))
 
 
-def test_identification_stays_off_while_the_space_is_sparse_in_runs():
+def test_identification_stays_off_while_the_space_is_sparse_in_runs_unless_the_search_ended():
     enc = Encoding({f"p{i}": tuple(range(5)) for i in range(8)}, {})  # 390,625 configurations
     rows, values = _measured(enc, 30, 0)
     proposal = propose(enc, fit(enc, rows, values), np.random.default_rng(0), np.zeros((0, 8)), np.zeros((0, 8)),
                        identify_from=10)
     assert proposal.row.tolist() not in rows.tolist()  # a new configuration: the search goes on
+    finalists = propose(enc, fit(enc, rows, values), np.random.default_rng(0), np.zeros((0, 8)), np.zeros((0, 8)),
+                        finalists=True)  # a stop rule ended the search: tell the best few apart however sparse
+    assert finalists.row.tolist() in rows.tolist()
 
 
 def test_identification_re_measures_the_leader_or_the_challenger_and_stops_once_one_is_sure():

@@ -465,3 +465,40 @@ def test_the_last_runs_tell_the_best_few_apart_where_the_space_is_covered():
 
 def test_a_budget_spends_its_last_40_percent_on_identification():
     assert [identify_from(n) for n in (None, 0, 1, 10, 30, 50, 100)] == [0, 0, 1, 6, 18, 30, 60]
+
+
+def test_identify_now_turns_the_next_proposals_to_re_measurements():
+    sampler = GPSampler(seed=0, explore_every=0)  # no budget: never identifies on its own
+    study = run(sampler, 12, _noisy(0))  # 210 configurations: 12 runs do not cover them
+    before = {configuration_key(t.params) for t in study.trials}
+    sampler.identify_now()
+    measure = _noisy(1)
+    for _ in range(6):
+        trial = study.ask()
+        study.tell(trial, measure(suggest(trial)))
+    after = [configuration_key(t.params) for t in study.trials[12:]]
+    assert set(after) <= before and len(set(after)) >= 2  # the leader and its challenger, measured before
+
+
+def _measured(values: dict[int, list[float]]):
+    """A study of ``SPACE`` with the i-th configuration (in a fixed order) measured at ``values[i]`` (MB/s)."""
+    import itertools
+
+    configs = [dict(zip(SPACE, v)) for v in itertools.product(*SPACE.values())]
+    study = optuna.create_study(direction="maximize", sampler=GPSampler(seed=0))
+    distributions = {name: CategoricalDistribution(choices) for name, choices in SPACE.items()}
+    for i, runs in values.items():
+        for value in runs:
+            study.add_trial(create_trial(params=configs[i], distributions=distributions, value=value))
+    return study
+
+
+def test_finalists_are_undecided_while_close_runs_leave_the_leader_in_doubt():
+    rng = np.random.default_rng(0)
+    rest = {i: [100.0 * float(rng.lognormal(0.0, 0.02))] for i in range(1, 120, 4)}  # 30 configurations
+    close = _measured({0: [104.0, 101.0, 106.0], **rest})  # within the others' spread: not told apart yet
+    assert close.sampler.finalists_undecided(close)
+    sure = _measured({0: [300.0, 310.0, 305.0], **rest})  # 3x every other, three times: nothing to tell apart
+    assert not sure.sampler.finalists_undecided(sure)
+    empty = optuna.create_study(direction="maximize", sampler=GPSampler(seed=0))
+    assert not empty.sampler.finalists_undecided(empty)  # nothing to fit yet
