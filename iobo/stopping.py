@@ -226,7 +226,7 @@ PROBABILITY_DRAWS = 2000  # joint posterior draws behind recommendation_probabil
 PROBABILITY_CANDIDATES = 400  # configurations drawn from a larger space for recommendation_probability
 SAVING_CALIBRATION = 0.35  # ProductionRuns: share of the GP's expected saving counted (chosen on design seeds)
 PRODUCTION_MIN_TRIALS = 5  # ProductionRuns: trials before its GP-based test (the 4th is the first search trial)
-FINALIST_RUNS = 6  # ConfidentStop: trials re-measuring the best few once it says stop (chosen on design seeds)
+FINALIST_RUNS = 10  # ConfidentStop: trials re-measuring the best few once it says stop (chosen on design seeds)
 
 
 class ConfidentStop(StopRule):
@@ -251,9 +251,9 @@ class ConfidentStop(StopRule):
 
     needs_gain = True
 
-    def __init__(self, probability: float = 0.7, min_trials: int = 15, finalist_runs: int = FINALIST_RUNS) -> None:
+    def __init__(self, probability: float = 0.9, min_trials: int = 10, finalist_runs: int = FINALIST_RUNS) -> None:
         if not 0 < probability < 1:
-            raise ConfigError(f"ConfidentStop probability must be in (0, 1), e.g. 0.7; got {probability!r}")
+            raise ConfigError(f"ConfidentStop probability must be in (0, 1), e.g. 0.9; got {probability!r}")
         self.probability = probability
         self.min_trials = _positive_int("ConfidentStop", "min_trials", min_trials)
         if isinstance(finalist_runs, bool) or not isinstance(finalist_runs, int) or finalist_runs < 0:

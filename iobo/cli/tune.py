@@ -82,8 +82,9 @@ def add_parser(sub) -> None:
                    help="end the study before --trials: when the GP's expected gain per minute falls to the "
                         "RoTI so far (marginal-roti), when the next trial is expected to add < 2%% "
                         "(expected-gain), after no 5%% gain in 5 trials (no-gain), or when RoTI has not risen "
-                        "over 2 trials, after 8 (roti-peak), when the GP is 70%% sure its recommendation is "
-                        "within 85%% of the best, after 15 (confident), or when the next trial is expected to save "
+                        "over 2 trials, after 8 (roti-peak), when the GP is 90%% sure its recommendation is "
+                        "within 85%% of the best, after 10, having first re-measured its best few for up to 10 "
+                        "trials (confident), or when the next trial is expected to save "
                         "--production-runs runs less time than it costs (production-runs)")
     p.add_argument("--production-runs", metavar="N",
                    help="the runs the tuned configuration will serve: tuning stops when the next trial's expected "

@@ -26,3 +26,12 @@ def test_the_report_gives_s_the_ranks_and_three_oracles(tmp_path):
     assert lines[0].startswith("## emulated (") and " S = " in lines[0]
     assert lines[1].startswith("median-best ") and "(rank " in lines[1]
     assert sum(line.startswith("oracle told the top ") for line in lines) == 3
+
+
+def test_a_level_scores_against_the_configurations_above_that_share_of_the_best_median(tmp_path):
+    path = str(write_emulated_table(tmp_path / "emulated.csv"))
+    s_size = int(identification_bound.report(path, budget=50, reps=20)[0].split(" S = ")[1].split()[0])
+    lines = identification_bound.report(path, budget=50, reps=20, level=0.5)
+    half = int(lines[0].split(" A50% = ")[1].split()[0])
+    assert half > s_size  # half the best median admits more than one standard error does
+    assert all("pick in A50%:" in line for line in lines if line.startswith("oracle told"))
