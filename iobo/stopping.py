@@ -243,10 +243,10 @@ class ConfidentStop(StopRule):
     finalist_runs: once the rule says stop, the study may first spend this
     many more trials re-measuring its best few configurations (top-two
     sampling, :meth:`iobo.samplers.GPSampler.identify_now`; stopping sooner
-    when the leader is best in every posterior draw, and at once where the
-    runs do not cover the space): the GP is sure of *a* good configuration
-    before it can tell the best few apart.  The defaults were chosen on the
-    design seeds of ``experiments/stopping/identified.py``.
+    when the leader is best in every posterior draw; other samplers stop at
+    once): the GP is sure of *a* good configuration before it can tell the
+    best few apart.  The defaults were chosen on the design seeds of
+    ``experiments/stopping/identified.py``.
     """
 
     needs_gain = True
