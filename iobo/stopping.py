@@ -111,6 +111,15 @@ class StopRule(abc.ABC):
     @abc.abstractmethod
     def should_stop(self, progress: Progress) -> bool: ...
 
+    def signal(self, progress: Progress) -> str:
+        """What the rule reads in ``progress`` now against where it stops, in words for the user (e.g. why it has
+        not stopped: "the GP is 83% sure ...; stops at 90%"); empty when the rule has nothing to add."""
+        return ""
+
+
+def _percent(fraction: float) -> str:
+    return f"{100 * fraction:.0f}%"
+
 
 def _positive_int(rule: str, name: str, value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -143,6 +152,13 @@ class NoRecentGain(StopRule):
         before = progress.best_mb_per_s[-1 - self.patience]
         return progress.best_mb_per_s[-1] < before * (1 + self.min_gain)
 
+    def signal(self, progress: Progress) -> str:
+        if progress.trials <= self.patience:
+            return f"{progress.trials} trial(s), fewer than its patience of {self.patience}"
+        before = progress.best_mb_per_s[-1 - self.patience]
+        return (f"the best grew {_percent(progress.best_mb_per_s[-1] / before - 1)} over the last {self.patience} "
+                f"trials; stops below {_percent(self.min_gain)}")
+
 
 class MarginalRoTI(StopRule):
     """Stop when expected gain of the next trial (MB/s) / its cost (minutes) <= RoTI so far.
@@ -168,6 +184,13 @@ class MarginalRoTI(StopRule):
             return progress.trials >= self.patience
         return gain / max(progress.minutes_per_trial, 1e-9) <= now
 
+    def signal(self, progress: Progress) -> str:
+        if progress.expected_gain_mb_per_s is None:
+            return ""
+        per_minute = progress.expected_gain_mb_per_s / max(progress.minutes_per_trial, 1e-9)
+        return (f"the next trial is expected to earn {per_minute:,.1f} MB/s per minute against a RoTI of "
+                f"{progress.noise_aware_roti:,.1f} so far; stops when it earns no more")
+
 
 class ExpectedGainBelow(StopRule):
     """Stop when the next trial's expected gain is below ``fraction`` of the incumbent's bandwidth.
@@ -190,6 +213,13 @@ class ExpectedGainBelow(StopRule):
             return False
         incumbent = progress.incumbent_mb_per_s or progress.best_mb_per_s[-1]
         return progress.gain() < self.fraction * incumbent
+
+    def signal(self, progress: Progress) -> str:
+        if progress.expected_gain_mb_per_s is None:
+            return ""
+        incumbent = progress.incumbent_mb_per_s or progress.best_mb_per_s[-1]
+        return (f"the next trial is expected to add {_percent(progress.expected_gain_mb_per_s / incumbent)} of the "
+                f"incumbent's bandwidth; stops below {_percent(self.fraction)}")
 
 
 class RoTIPastPeak(StopRule):
@@ -218,6 +248,12 @@ class RoTIPastPeak(StopRule):
         back = -1 - self.patience
         then = roti(progress.best_mb_per_s[back], progress.default_mb_per_s, progress.minutes[back])
         return 0 < progress.roti <= then
+
+    def signal(self, progress: Progress) -> str:
+        if progress.roti <= 0:
+            return "no run has beaten the default yet (RoTI 0)"
+        return (f"RoTI is {progress.roti:,.1f} MB/s per minute; stops once it has not risen over {self.patience} "
+                f"trials")
 
 
 BASELINE_RUNS = 3  # the tuner's default runs (--default-repeats >= 3): ProductionRuns stops no earlier
@@ -266,6 +302,12 @@ class ConfidentStop(StopRule):
             return False
         return progress.recommended_probability >= self.probability
 
+    def signal(self, progress: Progress) -> str:
+        if progress.recommended_probability is None:
+            return ""
+        return (f"the GP is {_percent(progress.recommended_probability)} sure its recommendation is within "
+                f"{_percent(NEAR_BEST)} of the best; stops at {_percent(self.probability)}")
+
 
 class ProductionRuns(StopRule):
     """Stop when the next trial is expected to save ``runs`` production runs less time than it costs.
@@ -313,6 +355,14 @@ class ProductionRuns(StopRule):
         if progress.trials < self.min_trials or progress.time_gain_fraction is None:
             return False
         return self.runs * self.io_seconds(progress) * progress.time_gain_fraction * self.calibration < trial_s
+
+    def signal(self, progress: Progress) -> str:
+        if progress.time_gain_fraction is None:
+            return ""
+        saving_s = self.runs * self.io_seconds(progress) * progress.time_gain_fraction * self.calibration
+        return (f"the next trial is expected to save {self.runs:,} production runs {saving_s:,.1f} s of I/O "
+                f"(counting {self.calibration:g} of the GP's estimate) against its cost of "
+                f"{progress.minutes_per_trial * 60:,.1f} s; stops when it saves less")
 
 
 def recommendation_probability(surrogate, fraction: float = NEAR_BEST, draws: int = PROBABILITY_DRAWS,

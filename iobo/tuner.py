@@ -237,9 +237,21 @@ class Tuner:
         self._say(f"study {self.study!r} in {self.storage}: {finished} finished trial(s), target {self.trials}")
         if self.stop_rule is not None and study.user_attrs.get(trials.STOP_SAID_ATTR) is not None:
             self._identify_finalists(study)  # resumed after the stop rule said stop: go on re-measuring
+        self._rule_stopped, self._rule_progress = False, None
         self._loop(study, target=self.trials, stop_rule=self.stop_rule, interleave=True)
+        self._say_rule_never_stopped(study)
         self._record_incumbent(study)
         return study
+
+    def _say_rule_never_stopped(self, study) -> None:
+        """When the study reached its trial target and the stop rule never said stop, say so with the rule's last
+        reading (``StopRule.signal``), so a user sees how far it was from stopping and why the budget ended it."""
+        progress = self._rule_progress
+        if self.stop_rule is None or self._rule_stopped or progress is None or trials.count_finished(study) < self.trials:
+            return
+        signal = self.stop_rule.signal(progress)
+        self._say(f"stop rule {type(self.stop_rule).__name__} did not say stop within {progress.trials} tuning "
+                  f"trial(s): the trial target ended the study" + (f" ({signal})" if signal else ""))
 
     @staticmethod
     def _record_incumbent(study) -> None:
@@ -621,10 +633,12 @@ class Tuner:
             why = "the most allowed" if done >= stop_rule.finalist_runs else "the leader is best in every posterior draw"
             self._say(f"stop rule {type(stop_rule).__name__}: stopping after {done} trial(s) re-measuring the best "
                       f"few configurations ({why})")
+            self._rule_stopped = True
             return True
         progress = study_progress(study, with_gain=stop_rule.needs_gain)
         if progress is None or (stop_rule.needs_gain and progress.expected_gain_mb_per_s is None):
             return False  # too few completed trials to judge yet (e.g. most failed): go on
+        self._rule_progress = progress
         if not stop_rule.should_stop(progress):
             return False
         where = (f"after {progress.trials} tuning trial(s), {progress.minutes[-1]:.1f} min, RoTI "
@@ -635,6 +649,7 @@ class Tuner:
                       f"configurations (at most {stop_rule.finalist_runs} trials)")
             return False
         self._say(f"stop rule {type(stop_rule).__name__}: stopping {where}")
+        self._rule_stopped = True
         return True
 
     @staticmethod

@@ -240,6 +240,28 @@ def test_every_rule_is_offered_by_the_command_line():
 
 # -- issue 31, item 3: the GP's probability for its own recommendation, and N production runs --------------
 
+def test_each_rule_says_what_it_reads_against_where_it_stops():
+    """StopRule.signal: what the tuner prints when the trial target, not the rule, ended the study."""
+    rising = Progress([0.1 * i for i in range(1, 9)], [100, 100, 100, 100, 100, 100, 110, 120], 100.0,
+                      expected_gain_mb_per_s=6.0, incumbent_mb_per_s=120.0, recommended_probability=0.834,
+                      time_gain_fraction=0.1, mb_per_run=60.0)
+    assert ConfidentStop(0.9, 10).signal(rising) == (
+        "the GP is 83% sure its recommendation is within 85% of the best; stops at 90%")
+    assert ExpectedGainBelow(0.02).signal(rising) == (
+        "the next trial is expected to add 5% of the incumbent's bandwidth; stops below 2%")
+    assert NoRecentGain(5, 0.05).signal(rising) == "the best grew 20% over the last 5 trials; stops below 5%"
+    assert RoTIPastPeak(2).signal(rising) == "RoTI is 25.0 MB/s per minute; stops once it has not risen over 2 trials"
+    assert MarginalRoTI().signal(rising) == (
+        "the next trial is expected to earn 60.0 MB/s per minute against a RoTI of 25.0 so far; stops when it "
+        "earns no more")
+    assert ProductionRuns(100, calibration=0.5).signal(rising) == (
+        "the next trial is expected to save 100 production runs 2.5 s of I/O (counting 0.5 of the GP's estimate) "
+        "against its cost of 6.0 s; stops when it saves less")
+    unknown = Progress([0.1, 0.2], [100, 100], 100.0)
+    assert ConfidentStop().signal(unknown) == ExpectedGainBelow().signal(unknown) == ""
+    assert FixedBudget(5).signal(unknown) == ""
+
+
 def test_confident_stop_waits_for_the_probability_after_its_minimum():
     rule = ConfidentStop(probability=0.6, min_trials=6)
     sure = Progress([0.04 * i for i in range(1, 9)], FLAT[:8], 100.0, recommended_probability=0.7)
@@ -399,10 +421,15 @@ def test_iobo_tune_production_runs_stops_after_the_defaults_when_no_trial_can_pa
     complete = [t for t in optuna.load_study(study_name="p", storage=storage).get_trials()
                 if t.state == TrialState.COMPLETE]
     said = re.search(r"stop rule ProductionRuns: stopping after (\d+) tuning trial", out.out + out.err)
+    never = re.search(r"stop rule ProductionRuns did not say stop within 6 tuning trial\(s\): the trial target ended "
+                      r"the study \(the next trial is expected to save 1,000,000 production runs [0-9,.]+ s of I/O",
+                      out.out + out.err)
     if stops_after is None:
         assert said is None and len(complete) == 6
+        assert never, out.out + out.err  # the user learns why the budget, not the rule, ended the study
     else:
         assert said and int(said.group(1)) == stops_after and len(complete) == stops_after
+        assert never is None
 
 
 def test_the_identified_benchmark_ends_each_seed_where_the_tuner_would():
