@@ -239,3 +239,24 @@ def test_a_command_study_warm_starts_from_studies_of_the_same_command(library, p
     assert all(o.startswith("transfer:") for o in origins[3:]), origins
     assert all(o == OPTIMUM_ORIGIN or o.startswith("transfer:one-rank#") for o in origins[3:])
     assert all("predicted_speedup" in t.user_attrs for t in done[3:])
+
+
+def test_the_warm_start_score_says_when_no_warm_start_could_halve_the_cold_starts_evaluations():
+    """experiments.warmstart.truth_score: warm / cold >= 1 / cold on every seed, so where the cold start is in S at
+    its first search trial on half the seeds, a median <= 0.5 is out of reach whatever the warm start does."""
+    from experiments.warmstart.truth_score import context_lines, target, truth_of
+
+    name = "ior-tmpfs-1r-quiet"
+    truth = truth_of(target(name).problem)
+    inside, outside = truth.best, truth.threshold * 0.5  # a configuration in S and one far below it
+    lucky = {"truths": [inside] * 5}
+    slow = {"truths": [outside] * 3 + [inside] * 2}  # S at the 4th search trial
+    runs = [{name: {"cold": lucky if seed % 2 else slow, "warm": dict(lucky, first_origin="measured"),
+                    "warm, measured only": lucky}} for seed in range(20)]
+    *_, line = context_lines(name, runs, budget=5)[1]
+    assert "a warm start in S at its first trial on every seed would score 0.62, out of reach for any warm start" in line
+    assert "in S at its first search trial on 10 of 20 seeds" in line
+    assert ": MISSED" in line  # the warm start in S at once everywhere still misses
+    runs = [{name: dict(r[name], cold=slow)} for r in runs]
+    *_, line = context_lines(name, runs, budget=5)[1]
+    assert "would score 0.25, reachable" in line and ": met" in line
