@@ -247,8 +247,10 @@ class Tuner:
         """When the study reached its trial target and the stop rule never said stop, say so with the rule's last
         reading (``StopRule.signal``), so a user sees how far it was from stopping and why the budget ended it."""
         progress = self._rule_progress
-        if self.stop_rule is None or self._rule_stopped or progress is None or trials.count_finished(study) < self.trials:
+        if self.stop_rule is None or self._rule_stopped or progress is None:
             return
+        if trials.count_finished(study) < self.trials:
+            return  # ended otherwise (the default never ran): said where it ended
         signal = self.stop_rule.signal(progress)
         self._say(f"stop rule {type(self.stop_rule).__name__} did not say stop within {progress.trials} tuning "
                   f"trial(s): the trial target ended the study" + (f" ({signal})" if signal else ""))
