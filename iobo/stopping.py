@@ -81,6 +81,11 @@ class Progress:
         return roti(self.best_mb_per_s[-1], self.default_mb_per_s, self.minutes[-1]) if self.trials else 0.0
 
     @property
+    def incumbent_or_best_mb_per_s(self) -> float:
+        """The surrogate's incumbent estimate when known, else the best run (MB/s)."""
+        return self.incumbent_mb_per_s or self.best_mb_per_s[-1]
+
+    @property
     def noise_aware_roti(self) -> float:
         """RoTI with the surrogate's incumbent in place of the best single run, when known."""
         if self.incumbent_mb_per_s is None or not self.trials:
@@ -211,14 +216,13 @@ class ExpectedGainBelow(StopRule):
     def should_stop(self, progress: Progress) -> bool:
         if progress.trials < self.min_trials:
             return False
-        incumbent = progress.incumbent_mb_per_s or progress.best_mb_per_s[-1]
-        return progress.gain() < self.fraction * incumbent
+        return progress.gain() < self.fraction * progress.incumbent_or_best_mb_per_s
 
     def signal(self, progress: Progress) -> str:
         if progress.expected_gain_mb_per_s is None:
             return ""
-        incumbent = progress.incumbent_mb_per_s or progress.best_mb_per_s[-1]
-        return (f"the next trial is expected to add {_percent(progress.expected_gain_mb_per_s / incumbent)} of the "
+        share = progress.expected_gain_mb_per_s / progress.incumbent_or_best_mb_per_s
+        return (f"the next trial is expected to add {_percent(share)} of the "
                 f"incumbent's bandwidth; stops below {_percent(self.fraction)}")
 
 
@@ -343,8 +347,7 @@ class ProductionRuns(StopRule):
         """I/O seconds of one production run at the recommendation (a whole trial's when the MB are unknown)."""
         if progress.mb_per_run is None:
             return progress.minutes_per_trial * 60
-        bandwidth = progress.incumbent_mb_per_s or progress.best_mb_per_s[-1]
-        return progress.mb_per_run / bandwidth
+        return progress.mb_per_run / progress.incumbent_or_best_mb_per_s
 
     def should_stop(self, progress: Progress) -> bool:
         if progress.trials < BASELINE_RUNS:
@@ -354,13 +357,18 @@ class ProductionRuns(StopRule):
             return True  # even a perfect configuration cannot pay for one more trial
         if progress.trials < self.min_trials or progress.time_gain_fraction is None:
             return False
-        return self.runs * self.io_seconds(progress) * progress.time_gain_fraction * self.calibration < trial_s
+        return self.counted_saving_s(progress) < trial_s
+
+    def counted_saving_s(self, progress: Progress) -> float:
+        """Seconds of I/O the next trial is expected to save ``runs`` production runs, as the rule counts them
+        (``calibration`` x the GP's expected saving); needs ``progress.time_gain_fraction``."""
+        return self.runs * self.io_seconds(progress) * progress.time_gain_fraction * self.calibration
 
     def signal(self, progress: Progress) -> str:
         if progress.time_gain_fraction is None:
             return ""
-        saving_s = self.runs * self.io_seconds(progress) * progress.time_gain_fraction * self.calibration
-        return (f"the next trial is expected to save {self.runs:,} production runs {saving_s:,.1f} s of I/O "
+        return (f"the next trial is expected to save {self.runs:,} production runs "
+                f"{self.counted_saving_s(progress):,.1f} s of I/O "
                 f"(counting {self.calibration:g} of the GP's estimate) against its cost of "
                 f"{progress.minutes_per_trial * 60:,.1f} s; stops when it saves less")
 
