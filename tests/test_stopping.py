@@ -450,3 +450,19 @@ def test_the_identified_benchmark_ends_each_seed_where_the_tuner_would():
     assert outcome(Seed(), 0.7, 15, 1) == Outcome(4, 1, 0.8, 5.0)  # K = 1: one re-measurement
     assert outcome(Seed(), 0.7, 15, 10) == Outcome(4, 2, 0.9, 6.0)  # decided after two: no more
     assert outcome(Seed(), 0.5, 10, 10) == Outcome(6, 0, 0.7, 6.0)  # never said stop: the budget's recommendation
+
+
+def test_the_identified_benchmark_counts_a_seed_reachable_if_any_stop_or_branch_recommends_85_percent():
+    """experiments.stopping.identified.ever_good: the ceiling of any stop rule on a trajectory is a seed whose
+    recommendation reaches 85% of the best at some allowed stop (from the default's runs on) or in a branch."""
+    from experiments.stopping.identified import ever_good
+
+    class Seed:  # what ever_good() reads of experiments.stopping.joint.Seed
+        def __init__(self, fraction, branch_truths):
+            self.fraction = np.array(fraction)
+            self.run = {"best_truth": 1000.0,
+                        "branches": {"4": [{"truth": t, "minutes": 4.0, "undecided": True} for t in branch_truths]}}
+
+    assert ever_good(Seed([0.2, 0.3, 0.86, 0.5], []))  # the main trajectory at the first allowed stop
+    assert not ever_good(Seed([0.9, 0.84, 0.5, 0.6], [800.0]))  # 90% before the default's runs end does not count
+    assert ever_good(Seed([0.2, 0.3, 0.4, 0.5], [800.0, 850.0]))  # a re-measuring branch gets there

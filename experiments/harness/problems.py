@@ -46,7 +46,12 @@ class Problem:
     noisy MB/s; best: the largest true value; repeats: a recorded table's
     MB/s per configuration (:func:`config_key` -> its recorded runs; None
     for a model, whose truth is known), what
-    :mod:`experiments.harness.truth` reads.
+    :mod:`experiments.harness.truth` reads; jobs: the job (one process,
+    :mod:`experiments.sweep`) each of those runs came from, in the same
+    order (None: unknown, each run counted as its own); companion: for a
+    table whose configurations were each measured in one job, a table of
+    the same workload and grid recorded in several passes (which shows how
+    much one job's runs share), else None.
     """
 
     name: str
@@ -58,6 +63,8 @@ class Problem:
     best: float
     note: str = ""
     repeats: dict[tuple, np.ndarray] | None = None
+    jobs: dict[tuple, np.ndarray] | None = None
+    companion: Path | None = None
     grid: Grid = field(init=False)
 
     def __post_init__(self) -> None:
@@ -106,8 +113,10 @@ def load_table(path: str | Path, default: Config | None = None) -> Problem:
     """
     path = Path(path)
     sidecar = path.with_suffix(".json")
-    if default is None and sidecar.exists():
-        default = json.loads(sidecar.read_text()).get("default")
+    recorded = json.loads(sidecar.read_text()) if sidecar.exists() else {}
+    if default is None:
+        default = recorded.get("default")
+    per_job = runs_per_job(recorded)
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
         missing = {"repeat", "mb_per_s"} - set(reader.fieldnames or ())
@@ -116,12 +125,14 @@ def load_table(path: str | Path, default: Config | None = None) -> Problem:
                               "record it with experiments.sweep")
         names = [n for n in reader.fieldnames if n not in ("repeat", "mb_per_s")]
         runs: dict[tuple, list[float]] = {}
+        job_of_run: dict[tuple, list[int]] = {}
         configs: dict[tuple, dict[str, Any]] = {}
         for line in reader:
             config = {n: parse_cell(line[n]) for n in names if line[n] != ""}
             key = config_key(config)
             configs[key] = config
             runs.setdefault(key, []).append(float(line["mb_per_s"]))
+            job_of_run.setdefault(key, []).append(int(line["repeat"]) // per_job if per_job else 0)
     choices = {n: _order([c[n] for c in configs.values() if n in c]) for n in names}
     conditions = infer_conditions(names, list(configs.values()))
     grid = Grid(choices, conditions)
@@ -142,10 +153,38 @@ def load_table(path: str | Path, default: Config | None = None) -> Problem:
 
     first = next(iter(configs.values()))
     cv = float(np.median([np.std(v) / np.mean(v) for v in repeats.values()]))
+    jobs = {k: np.asarray(v) for k, v in job_of_run.items()} if per_job else None
+    one_job = jobs is not None and all(len(set(v.tolist())) == 1 for v in jobs.values())
     return Problem(
         path.stem, choices, conditions, dict(default or first), truth, measure, max(medians.values()),
-        note=f"table, {len(runs)} configs, median run-to-run CV {cv:.0%}", repeats=repeats,
+        note=f"table, {len(runs)} configs, median run-to-run CV {cv:.0%}", repeats=repeats, jobs=jobs,
+        companion=multi_pass_companion(path, recorded) if one_job else None,
     )
+
+
+WORKLOAD_KEYS = ("kernel", "ranks", "options", "workdir", "grid")  # a sidecar's fields that fix what was measured
+
+
+def runs_per_job(recorded: Mapping[str, Any]) -> int | None:
+    """Runs each job (one process) measured, from a table's sidecar (:mod:`experiments.sweep`: ``repeats`` runs in
+    all, over ``passes`` sweeps of the grid, one job per configuration and pass; no ``passes``: one sweep); None
+    without a sidecar."""
+    if "repeats" not in recorded:
+        return None
+    return max(1, int(recorded["repeats"]) // int(recorded.get("passes") or 1))
+
+
+def multi_pass_companion(path: Path, recorded: Mapping[str, Any]) -> Path | None:
+    """A table beside ``path`` recorded in several passes (at least 2 jobs per configuration) of the same workload
+    and grid (:data:`WORKLOAD_KEYS` of the sidecars equal); the first by name, else None."""
+    for other in sorted(path.parent.glob("*.json")):
+        if other == path.with_suffix(".json") or not other.with_suffix(".csv").exists():
+            continue
+        theirs = json.loads(other.read_text())
+        if (int(theirs.get("passes") or 1) >= 2
+                and all(theirs.get(k) == recorded.get(k) for k in WORKLOAD_KEYS)):
+            return other.with_suffix(".csv")
+    return None
 
 
 # HDF5 parameters found within noise on this machine's tmpfs (MEASURED.md), and checked again on

@@ -5,7 +5,17 @@ repeats came out highest, often by luck (issue 31).  So a benchmark scores a
 run against the set S of configurations that cannot be told from the best:
 
 - each configuration's median (MB/s) and the bootstrap standard error of
-  the ``log`` of that median (its repeats resampled, :data:`DRAWS` draws);
+  the ``log`` of that median (:data:`DRAWS` draws).  Runs of one job (one
+  process of :mod:`experiments.sweep`) share its moment on the machine, so
+  where a configuration was measured in several jobs the jobs are
+  resampled, then the runs within each; where in one job only, the runs
+  cannot show how much they share, and the job-to-job spread of a table
+  of the same workload recorded in several passes
+  (``Problem.companion``, :func:`between_job_sd`) is added to each
+  resampled median (vpic-tmpfs, one job of 5 runs per configuration: its
+  two best configurations rank 68th and 74th of 216 in vpic-tmpfs-3pass,
+  whose typical configuration spreads 0.17 in ``log`` MB/s from job to job
+  and 0.09 within a job; ``experiments/results/truth-jobs.txt``);
 - the table's standard error: the median of those over the configurations
   (one configuration's error, from 5 repeats, is itself too noisy to use);
 - S: the configurations whose median is within one standard error of the
@@ -35,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from experiments.harness.problems import Problem
+from experiments.harness.problems import Problem, load_table
 
 DRAWS = 2000  # bootstrap resamples
 LEVEL = 0.95  # of a bootstrap interval
@@ -54,7 +64,8 @@ class Truth:
     best: the best median (MB/s); threshold: S's lowest median (MB/s),
     ``best * exp(-se)`` (``KNOWN_LEVEL * best`` for known truth); held:
     share of resamples whose best configuration is in S (1 for known truth);
-    p_differ: the ANOVA's p-value (0 for known truth).
+    p_differ: the ANOVA's p-value (0 for known truth); error_basis: what
+    the standard errors resample, in words (empty for known truth).
     """
 
     name: str
@@ -67,6 +78,7 @@ class Truth:
     held: float
     p_differ: float
     known: bool
+    error_basis: str = ""
 
     def in_s(self, true_mb_per_s: float) -> bool:
         """Whether a configuration whose true (median) MB/s is this is a member of S."""
@@ -88,7 +100,7 @@ class Truth:
             return f"known truth: S = within {KNOWN_LEVEL:.0%} of the exact optimum {self.best:,.0f} MB/s"
         return (f"S = {len(self.members)} of {len(self.keys)} configurations with median >= {self.threshold:,.0f} MB/s "
                 f"({self.threshold / self.best:.1%} of the best median {self.best:,.0f}; standard error of a log "
-                f"median {self.se:.3f}); S holds the best in {self.held:.0%} of resamples; ANOVA p = "
+                f"median {self.se:.3f}, {self.error_basis}); S holds the best in {self.held:.0%} of resamples; ANOVA p = "
                 f"{self.p_differ:.2g}: configurations {'differ' if self.detectable else 'do NOT differ'} detectably")
 
 
@@ -100,8 +112,21 @@ def truth_of(problem: Problem, seed: int = 0, draws: int = DRAWS) -> Truth:
     rng = np.random.default_rng(seed)
     keys = tuple(problem.repeats)
     runs = [np.asarray(problem.repeats[k], dtype=float) for k in keys]
+    jobs = [np.asarray(problem.jobs[k]) if problem.jobs else np.arange(len(r)) for k, r in zip(keys, runs)]
     medians = np.array([float(np.median(r)) for r in runs])
-    resampled = np.column_stack([np.median(rng.choice(r, (draws, len(r))), axis=1) for r in runs])  # draws x configs
+    if all(len(np.unique(j)) == len(j) for j in jobs):  # every run its own job: resample the runs
+        resampled = np.column_stack([np.median(rng.choice(r, (draws, len(r))), axis=1) for r in runs])
+        basis = "runs resampled, each its own job" if problem.jobs else "runs resampled (jobs not recorded)"
+    else:
+        borrowed = between_job_sd(load_table(problem.companion)) if problem.companion else None
+        resampled = np.column_stack([resampled_medians(r, j, rng, draws, borrowed or 0.0) for r, j in zip(runs, jobs)])
+        if all(len(np.unique(j)) > 1 for j in jobs):
+            basis = "jobs resampled, then the runs within each"
+        elif borrowed is not None:
+            basis = (f"one job per configuration: runs resampled, plus a job-to-job spread of {borrowed:.3f} in log "
+                     f"MB/s from {problem.companion.stem}")
+        else:
+            basis = "one job per configuration and no multi-pass table to tell its spread: runs resampled only"
     log_se = np.std(np.log(resampled), axis=0)
     se = float(np.median(log_se))
     best = float(medians.max())
@@ -109,7 +134,44 @@ def truth_of(problem: Problem, seed: int = 0, draws: int = DRAWS) -> Truth:
     in_s = medians >= threshold
     held = float(np.mean(in_s[np.argmax(resampled, axis=1)]))
     p_differ = float(stats.f_oneway(*[np.log(r) for r in runs]).pvalue)
-    return Truth(problem.name, keys, medians, log_se, se, best, threshold, held, p_differ, False)
+    return Truth(problem.name, keys, medians, log_se, se, best, threshold, held, p_differ, False, basis)
+
+
+def resampled_medians(runs: np.ndarray, jobs: np.ndarray, rng: np.random.Generator, draws: int,
+                      job_sd: float = 0.0) -> np.ndarray:
+    """``draws`` bootstrap medians of one configuration's ``runs`` (MB/s, ``n``) measured in ``jobs`` (job of each
+    run, ``n``): its jobs resampled, then the runs within each job; with one job, ``job_sd`` (of ``log`` MB/s
+    between jobs, from elsewhere) is added to each median as a log-normal factor."""
+    groups = [runs[jobs == j] for j in np.unique(jobs)]
+    widest = max(len(g) for g in groups)
+    picked = np.full((draws, len(groups), widest), np.nan)
+    choice = rng.integers(len(groups), size=(draws, len(groups)))
+    for k, group in enumerate(groups):
+        chosen = choice == k  # draws x positions
+        picked[chosen, :len(group)] = group[rng.integers(len(group), size=(int(chosen.sum()), len(group)))]
+    medians = np.nanmedian(picked.reshape(draws, -1), axis=1)
+    if len(groups) == 1 and job_sd:
+        medians = medians * np.exp(job_sd * rng.standard_normal(draws))
+    return medians
+
+
+def between_job_sd(problem: Problem) -> float | None:
+    """The typical spread (standard deviation of ``log`` MB/s) between jobs of one configuration of a table
+    recorded in several passes: over the configurations measured in at least 2 jobs of at least 2 runs each,
+    the median of the one-way random-effects estimate (between-job mean square - within-job mean square) /
+    runs per job, clipped at 0.  None when no configuration has such jobs (runs of one job cannot be told
+    from the job's own spread)."""
+    estimates = []
+    for key, values in problem.repeats.items():
+        jobs = np.asarray(problem.jobs[key]) if problem.jobs else np.arange(len(values))
+        groups = [np.log(np.asarray(values, dtype=float)[jobs == j]) for j in np.unique(jobs)]
+        if len(groups) < 2 or min(len(g) for g in groups) < 2:
+            continue
+        size = float(np.mean([len(g) for g in groups]))
+        within = float(np.mean([g.var(ddof=1) for g in groups]))
+        between = size * float(np.var([g.mean() for g in groups], ddof=1))
+        estimates.append((between - within) / size)
+    return math.sqrt(max(0.0, float(np.median(estimates)))) if estimates else None
 
 
 def median_interval(values: Sequence[float], seed: int = 0, draws: int = DRAWS, level: float = LEVEL

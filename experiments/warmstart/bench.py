@@ -141,7 +141,8 @@ def target(table: str) -> Target:
             if _key(config) in wanted:
                 writer.writerow([row[n] for n in names] + [row["repeat"], row["mb_per_s"]])
     default = {n: v for n, v in meta["default"].items() if n in names}
-    out.with_suffix(".json").write_text(json.dumps({"default": default}))
+    jobs = {k: meta[k] for k in ("repeats", "passes") if k in meta}  # which runs shared a job (truth's errors)
+    out.with_suffix(".json").write_text(json.dumps({"default": default, **jobs}))
     spec = kernels.get(kernel)
     options = spec.resolve_options(meta["options"])
     context = replace(kernel_context(kernel, meta["ranks"], options), fs_type=filesystem_type(Path(meta["workdir"])))

@@ -1,5 +1,6 @@
 """experiments.harness.truth: per-configuration medians, their standard errors, the set S, intervals."""
 
+import json
 import math
 import subprocess
 
@@ -52,6 +53,48 @@ def test_configurations_that_differ_only_by_noise_are_not_detectable(tmp_path):
     known = truth.truth_of(problems.load_table(tmp_path / "t.csv", default={"a": 0}), seed=0)
     assert not known.detectable
     assert known.held < 0.9  # the "best" by median is luck: S misses the resampled best often
+
+
+def write_recorded(path, medians_mb_per_s, passes, runs_per_job, job_factors, workload="w"):
+    """A one-parameter table as experiments.sweep records it, with its sidecar: configuration ``a=i``, in job ``j``
+    of ``passes``, has runs ``medians[i] * job_factors[i][j] * (0.97 | 1.03)``."""
+    lines = ["a,repeat,mb_per_s"]
+    for i, median in enumerate(medians_mb_per_s):
+        for j in range(passes):
+            lines += [f"{i},{j * runs_per_job + r},{median * job_factors[i][j] * (0.97, 1.03)[r % 2]:.3f}"
+                      for r in range(runs_per_job)]
+    path.write_text("\n".join(lines) + "\n")
+    sidecar = {"kernel": "vpic", "ranks": 2, "options": {"w": workload}, "workdir": "/dev/shm",
+               "grid": {"a": list(range(len(medians_mb_per_s)))}, "repeats": passes * runs_per_job,
+               "default": {"a": 0}, **({"passes": passes} if passes > 1 else {})}
+    path.with_suffix(".json").write_text(json.dumps(sidecar))
+    return problems.load_table(path)
+
+
+def test_runs_of_one_job_count_as_one_draw_of_the_jobs_spread(tmp_path):
+    """A configuration's runs in one job share its moment on the machine: a multi-pass table resamples its jobs,
+    and a table of one job per configuration adds the job-to-job spread of a multi-pass table of the same
+    workload and grid, so S widens from the runs' spread (+-3%) to the jobs' (x/÷ 1.35)."""
+    rng = np.random.default_rng(0)
+    medians = [1000, 940, 900, 800, 600, 500]
+    jobs = np.exp(0.3 * rng.standard_normal((len(medians), 3)))
+    passes = write_recorded(tmp_path / "multi.csv", medians, 3, 2, jobs)
+    assert passes.companion is None and list(passes.jobs[problems.config_key({"a": 0})]) == [0, 0, 1, 1, 2, 2]
+    assert truth.between_job_sd(passes) == pytest.approx(0.3, abs=0.15)
+    multi = truth.truth_of(passes, seed=1)
+    assert "jobs resampled" in multi.error_basis and multi.se > 0.1  # runs alone would say ~0.02
+
+    single = write_recorded(tmp_path / "single.csv", medians, 1, 5, np.ones((len(medians), 1)))
+    assert single.companion == tmp_path / "multi.csv"
+    one = truth.truth_of(single, seed=1)
+    assert "multi" in one.error_basis and one.se > 0.1
+    assert {problems.config_key({"a": i}) for i in range(3)} <= one.members  # 900 is within the jobs' spread
+
+    other = write_recorded(tmp_path / "other.csv", medians, 1, 5, np.ones((len(medians), 1)), workload="other")
+    assert other.companion is None  # another workload's jobs say nothing about this one's
+    alone = truth.truth_of(other, seed=1)
+    assert "runs resampled only" in alone.error_basis and alone.se < 0.03
+    assert alone.members == {problems.config_key({"a": 0})}
 
 
 def test_a_known_truth_problem_has_s_at_99_percent_of_its_optimum_and_15_percent_noise():
