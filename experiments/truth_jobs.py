@@ -13,7 +13,8 @@ configuration that has a multi-pass table of the same workload and grid
 
 - the multi-pass table's spread of ``log`` MB/s within a job and between
   jobs of one configuration (quartiles over configurations; the median is
-  :func:`experiments.harness.truth.between_job_sd`);
+  :func:`experiments.harness.truth.between_job_sd`, from
+  :func:`~experiments.harness.truth.job_spreads`);
 - the one-pass table's S counted from its runs alone and with the jobs'
   spread added (:func:`experiments.harness.truth.truth_of`);
 - where the one-pass table's best configurations, and each S, rank when the
@@ -35,26 +36,10 @@ from scipy import stats
 
 from experiments.harness.problems import load_table
 from experiments.harness.runs import commit, write_report
-from experiments.harness.truth import Truth, truth_of
+from experiments.harness.truth import Truth, job_spreads, truth_of
 
 TABLES_DIR = Path(__file__).parent / "tables"
 SHOWN = 5  # the one-pass table's best configurations followed into the re-measurement
-
-
-def spreads(problem) -> tuple[np.ndarray, np.ndarray]:
-    """Per configuration measured in >= 2 jobs of >= 2 runs: (within-job SD, between-job SD) of ``log`` MB/s, the
-    latter the one-way random-effects estimate clipped at 0."""
-    within, between = [], []
-    for key, values in problem.repeats.items():
-        jobs = problem.jobs[key]
-        groups = [np.log(values[jobs == j]) for j in np.unique(jobs)]
-        if len(groups) < 2 or min(len(g) for g in groups) < 2:
-            continue
-        size = float(np.mean([len(g) for g in groups]))
-        w = float(np.mean([g.var(ddof=1) for g in groups]))
-        within.append(np.sqrt(w))
-        between.append(np.sqrt(max(0.0, (size * float(np.var([g.mean() for g in groups], ddof=1)) - w) / size)))
-    return np.array(within), np.array(between)
 
 
 def rank_in(truth: Truth, key: tuple) -> int:
@@ -66,7 +51,7 @@ def report(path: Path) -> list[str] | None:
     if single.companion is None:
         return None
     multi = load_table(single.companion)
-    within, between = spreads(multi)
+    within, between = job_spreads(multi)
     q = lambda x: " / ".join(f"{v:.3f}" for v in np.percentile(x, [25, 50, 75]))  # noqa: E731
     runs_only = truth_of(replace(single, companion=None))
     with_jobs = truth_of(single)

@@ -155,23 +155,29 @@ def resampled_medians(runs: np.ndarray, jobs: np.ndarray, rng: np.random.Generat
     return medians
 
 
-def between_job_sd(problem: Problem) -> float | None:
-    """The typical spread (standard deviation of ``log`` MB/s) between jobs of one configuration of a table
-    recorded in several passes: over the configurations measured in at least 2 jobs of at least 2 runs each,
-    the median of the one-way random-effects estimate (between-job mean square - within-job mean square) /
-    runs per job, clipped at 0.  None when no configuration has such jobs (runs of one job cannot be told
-    from the job's own spread)."""
-    estimates = []
+def job_spreads(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """Per configuration of a table measured in at least 2 jobs of at least 2 runs each: (within-job, between-job)
+    standard deviations of ``log`` MB/s, the latter the one-way random-effects estimate ((between-job mean square
+    - within-job mean square) / runs per job, clipped at 0); empty where no configuration has such jobs (runs of
+    one job cannot be told from the job's own spread)."""
+    within, between = [], []
     for key, values in problem.repeats.items():
         jobs = np.asarray(problem.jobs[key]) if problem.jobs else np.arange(len(values))
         groups = [np.log(np.asarray(values, dtype=float)[jobs == j]) for j in np.unique(jobs)]
         if len(groups) < 2 or min(len(g) for g in groups) < 2:
             continue
         size = float(np.mean([len(g) for g in groups]))
-        within = float(np.mean([g.var(ddof=1) for g in groups]))
-        between = size * float(np.var([g.mean() for g in groups], ddof=1))
-        estimates.append((between - within) / size)
-    return math.sqrt(max(0.0, float(np.median(estimates)))) if estimates else None
+        spread = float(np.mean([g.var(ddof=1) for g in groups]))
+        within.append(math.sqrt(spread))
+        between.append(math.sqrt(max(0.0, (size * float(np.var([g.mean() for g in groups], ddof=1)) - spread) / size)))
+    return np.array(within), np.array(between)
+
+
+def between_job_sd(problem: Problem) -> float | None:
+    """The typical spread of ``log`` MB/s between jobs of one configuration: the median over configurations of
+    :func:`job_spreads`' between-job estimate; None when the table has no configuration to tell it."""
+    _, between = job_spreads(problem)
+    return float(np.median(between)) if len(between) else None
 
 
 def median_interval(values: Sequence[float], seed: int = 0, draws: int = DRAWS, level: float = LEVEL
