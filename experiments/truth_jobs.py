@@ -73,7 +73,8 @@ def report(path: Path) -> list[str] | None:
         out.append(f"  {rank_in(runs_only, key):>3}: {runs_only.medians[i]:>7,.0f} "
                    f"{'S(runs)' if key in runs_only.members else '       '} "
                    f"{'S(jobs)' if key in with_jobs.members else '       '} -> {rank_in(again, key):>3} of "
-                   f"{len(again.keys)}: {again.medians[j] / again.best:.0%}, {'in' if key in again.members else 'not in'} S")
+                   f"{len(again.keys)}: {again.medians[j] / again.best:.0%}, "
+                   f"{'in' if key in again.members else 'not in'} S")
     for label, truth in (("runs only", runs_only), ("with the jobs", with_jobs)):
         members = sorted(truth.members, key=lambda k: rank_in(again, k))
         kept = sum(k in again.members for k in members)

@@ -35,8 +35,8 @@ from datetime import datetime, timezone
 import numpy as np
 
 from experiments.harness.runs import commit, write_report
-from experiments.stopping.joint import (FIRST_STOP, FIXED_FACTOR, FLOOR, MIN_GOOD, ROTI_TARGET, Seed, by_problem, load, part_one,
-                                        ratio_of_medians, seed_ranges, smallest_fixed_budget, with_interval)
+from experiments.stopping.joint import (FIRST_STOP, FIXED_FACTOR, FLOOR, MIN_GOOD, ROTI_TARGET, Seed, by_problem, load,
+                                        part_one, ratio_of_medians, seed_ranges, smallest_fixed_budget, with_interval)
 from experiments.stopping.trajectories import BRANCH_RUNS, FIRE_RULES, rule_name
 
 EXTRA_RUNS = (0, 3, 6, 10, BRANCH_RUNS)  # K: evaluations re-measuring finalists at most
