@@ -101,7 +101,8 @@ class Truth:
         return (f"S = {len(self.members)} of {len(self.keys)} configurations with median >= {self.threshold:,.0f} MB/s "
                 f"({self.threshold / self.best:.1%} of the best median {self.best:,.0f}; standard error of a log "
                 f"median {self.se:.3f}, {self.error_basis}); S holds the best in {self.held:.0%} of resamples; "
-                f"ANOVA p = {self.p_differ:.2g}: configurations {'differ' if self.detectable else 'do NOT differ'} detectably")
+                f"ANOVA p = {self.p_differ:.2g}: configurations "
+                f"{'differ' if self.detectable else 'do NOT differ'} detectably")
 
 
 def truth_of(problem: Problem, seed: int = 0, draws: int = DRAWS) -> Truth:
