@@ -70,6 +70,13 @@ class Problem:
     def __post_init__(self) -> None:
         self.grid = Grid(self.choices, self.conditions)
 
+    def runs_by_job(self, key: tuple) -> list[np.ndarray]:
+        """A recorded table's runs (MB/s) of configuration ``key``, one array per job (each run its own job when
+        the jobs were not recorded)."""
+        runs = np.asarray(self.repeats[key], dtype=float)
+        jobs = np.asarray(self.jobs[key]) if self.jobs else np.arange(len(runs))
+        return [runs[jobs == j] for j in np.unique(jobs)]
+
 
 # -- recorded tables -----------------------------------------------------------------
 def config_key(config: Config) -> tuple:

@@ -113,15 +113,15 @@ def truth_of(problem: Problem, seed: int = 0, draws: int = DRAWS) -> Truth:
     rng = np.random.default_rng(seed)
     keys = tuple(problem.repeats)
     runs = [np.asarray(problem.repeats[k], dtype=float) for k in keys]
-    jobs = [np.asarray(problem.jobs[k]) if problem.jobs else np.arange(len(r)) for k, r in zip(keys, runs)]
+    groups = [problem.runs_by_job(k) for k in keys]
     medians = np.array([float(np.median(r)) for r in runs])
-    if all(len(np.unique(j)) == len(j) for j in jobs):  # every run its own job: resample the runs
+    if all(len(g) == len(r) for g, r in zip(groups, runs)):  # every run its own job: resample the runs
         resampled = np.column_stack([np.median(rng.choice(r, (draws, len(r))), axis=1) for r in runs])
         basis = "runs resampled, each its own job" if problem.jobs else "runs resampled (jobs not recorded)"
     else:
         borrowed = between_job_sd(load_table(problem.companion)) if problem.companion else None
-        resampled = np.column_stack([resampled_medians(r, j, rng, draws, borrowed or 0.0) for r, j in zip(runs, jobs)])
-        if all(len(np.unique(j)) > 1 for j in jobs):
+        resampled = np.column_stack([resampled_medians(g, rng, draws, borrowed or 0.0) for g in groups])
+        if all(len(g) > 1 for g in groups):
             basis = "jobs resampled, then the runs within each"
         elif borrowed is not None:
             basis = (f"one job per configuration: runs resampled, plus a job-to-job spread of {borrowed:.3f} in log "
@@ -138,12 +138,11 @@ def truth_of(problem: Problem, seed: int = 0, draws: int = DRAWS) -> Truth:
     return Truth(problem.name, keys, medians, log_se, se, best, threshold, held, p_differ, False, basis)
 
 
-def resampled_medians(runs: np.ndarray, jobs: np.ndarray, rng: np.random.Generator, draws: int,
+def resampled_medians(groups: list[np.ndarray], rng: np.random.Generator, draws: int,
                       job_sd: float = 0.0) -> np.ndarray:
-    """``draws`` bootstrap medians of one configuration's ``runs`` (MB/s, ``n``) measured in ``jobs`` (job of each
-    run, ``n``): its jobs resampled, then the runs within each job; with one job, ``job_sd`` (of ``log`` MB/s
-    between jobs, from elsewhere) is added to each median as a log-normal factor."""
-    groups = [runs[jobs == j] for j in np.unique(jobs)]
+    """``draws`` bootstrap medians of one configuration's runs (MB/s), one array per job
+    (:meth:`Problem.runs_by_job`): its jobs resampled, then the runs within each job; with one job, ``job_sd`` (of
+    ``log`` MB/s between jobs, from elsewhere) is added to each median as a log-normal factor."""
     widest = max(len(g) for g in groups)
     picked = np.full((draws, len(groups), widest), np.nan)
     choice = rng.integers(len(groups), size=(draws, len(groups)))
@@ -162,9 +161,8 @@ def job_spreads(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     - within-job mean square) / runs per job, clipped at 0); empty where no configuration has such jobs (runs of
     one job cannot be told from the job's own spread)."""
     within, between = [], []
-    for key, values in problem.repeats.items():
-        jobs = np.asarray(problem.jobs[key]) if problem.jobs else np.arange(len(values))
-        groups = [np.log(np.asarray(values, dtype=float)[jobs == j]) for j in np.unique(jobs)]
+    for key in problem.repeats:
+        groups = [np.log(runs) for runs in problem.runs_by_job(key)]
         if len(groups) < 2 or min(len(g) for g in groups) < 2:
             continue
         size = float(np.mean([len(g) for g in groups]))

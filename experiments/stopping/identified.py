@@ -129,11 +129,11 @@ def report(name: str, seeds: list[Seed], fit: list[Seed] | None, p: float, m: in
     out.append(f"  for reference: the main trajectory's recommendation is >= 85% of the best on at most "
                f"{sum(s.fraction[best_fixed - 1] >= FLOOR for s in seeds)} of {len(seeds)} seeds at any fixed "
                f"budget (at {best_fixed})")
-    reachable = sum(ever_good(s) for s in seeds)
+    reachable, needed = sum(ever_good(s) for s in seeds), int(np.ceil(MIN_GOOD * len(seeds)))
     out.append(f"  ceiling for any stop rule on these trajectories: {reachable} of {len(seeds)} seeds recommend >= 85% "
                f"of the best at some evaluation {FIRST_STOP}-{seeds[0].budget} or after a recorded re-measuring "
-               f"branch; part 1 (needs {int(np.ceil(MIN_GOOD * len(seeds)))}) is "
-               f"{'within' if reachable >= np.ceil(MIN_GOOD * len(seeds)) else 'OUT OF'} reach of stopping alone")
+               f"branch; part 1 (needs {needed}) is {'within' if reachable >= needed else 'OUT OF'} reach of stopping "
+               f"alone")
     return out
 
 
