@@ -57,15 +57,6 @@ measured (:func:`top_two`).  With one run of most configurations the best
 few cannot be told apart, and where most of the space was seen a run spent
 telling the leader from its challenger moves the recommendation more than
 one more new configuration (``experiments/results/sampler-identify.txt``).
-Unmeasured configurations compete too: the ``IDENTIFY_FRONTIER`` with the
-highest upper bounds (posterior mean + ``FRONTIER_SD`` standard deviations)
-join the draws, and one that leads or challenges is measured.  Among
-measured candidates alone, a search that found only mediocre
-configurations by run ``identify_from`` spends the rest of its budget
-telling them apart (a VPIC table: 20 runs on three configurations at
-0.45-0.62 of the best, whose region nobody measured, never reached within
-0.83); the joint draws weigh re-measuring against measuring something new
-by the one question asked, which is best (``experiments/results/sampler-frontier.txt``).
 When the leader is best in every draw, the search goes on instead.
 """
 
@@ -83,8 +74,6 @@ from iobo._gp.optim import Excluded, Score, in_slice, maximize
 N_PROMISING = 3  # measured configurations that may be re-measured
 IDENTIFY_CANDIDATES = 8  # measured configurations (best posterior means) top-two sampling chooses among
 IDENTIFY_DRAWS = 256  # joint posterior draws that tell the leader and the challenger
-IDENTIFY_FRONTIER = 8  # unmeasured configurations (highest upper bounds) that compete in those draws
-FRONTIER_SD = 2.0  # an upper bound: the posterior mean plus this many standard deviations
 SURPRISE_SD = 1.5  # a slice run this many predicted standard deviations above its predicted mean is followed
 SPARSE_CONFIGURATIONS_PER_RUN = 100  # slices are explored while the space holds more configurations per run
 WARM_ITERATIONS = 10  # L-BFGS-B steps of a warm-started refit: each trial continues the last fit
@@ -189,11 +178,8 @@ def propose(
     incumbent = fitted.rows[fitted.best]
     runs = int(fitted.counts.sum()) + len(pending)
     sparse = encoding.size() > SPARSE_CONFIGURATIONS_PER_RUN * runs
-    as_set = lambda rows: {tuple(r) for r in np.asarray(rows).tolist()}  # noqa: E731
-    busy = as_set(pending) | as_set(failed)
     if finalists or (identify_from and runs >= identify_from and not sparse):
-        unmeasured = None if finalists else frontier(encoding, fitted, busy, max_enumerate)
-        row = top_two(encoding, fitted, rng, pending, unmeasured)
+        row = top_two(encoding, fitted, rng, pending)
         if row is not None:
             return Proposal(row)
     if fitted.counts[fitted.best] < incumbent_runs and tuple(incumbent.tolist()) not in {
@@ -208,6 +194,8 @@ def propose(
         mean, variance = posterior.predict(encoding.slots(rows))
         return log_augmented_ei(mean, variance, best, fitted.posterior.noise_variance)
 
+    as_set = lambda rows: {tuple(r) for r in np.asarray(rows).tolist()}  # noqa: E731
+    busy = as_set(pending) | as_set(failed)
     promising = np.argsort(-fitted.mean)[:N_PROMISING]
     remeasurable = {tuple(fitted.rows[i].tolist()) for i in promising if fitted.counts[i] < max_repeats} - busy
     exclude = Excluded((as_set(fitted.rows) - remeasurable) | busy)
@@ -239,34 +227,13 @@ def propose(
     return Proposal(np.asarray(row, dtype=np.int64))
 
 
-def frontier(encoding: Encoding, fitted: Fit, busy: set[tuple[int, ...]], max_enumerate: int = 100_000
-             ) -> np.ndarray:
-    """The ``IDENTIFY_FRONTIER`` unmeasured configurations (``m x p`` index rows) with the highest upper
-    bounds, posterior mean + ``FRONTIER_SD`` standard deviations of the latent value, leaving out ``busy``
-    rows (being measured or failed); none when the space has more than ``max_enumerate`` configurations."""
-    if encoding.size() > max_enumerate:
-        return np.zeros((0, len(encoding.params)), dtype=np.int64)
-    rows = encoding.enumerate()
-    taken = busy | {tuple(r) for r in fitted.rows.tolist()}
-    rows = rows[[tuple(r) not in taken for r in rows.tolist()]]
-    if not len(rows):
-        return rows
-    mean, variance = fitted.posterior.predict(encoding.slots(rows))
-    upper = mean + FRONTIER_SD * np.sqrt(variance)
-    return rows[np.argsort(-upper, kind="stable")[:IDENTIFY_FRONTIER]]
-
-
-def top_two(encoding: Encoding, fitted: Fit, rng: np.random.Generator, pending: np.ndarray,
-            unmeasured: np.ndarray | None = None) -> np.ndarray | None:
+def top_two(encoding: Encoding, fitted: Fit, rng: np.random.Generator, pending: np.ndarray) -> np.ndarray | None:
     """Top-two Thompson sampling among the ``IDENTIFY_CANDIDATES`` measured configurations with the best
-    posterior means and the ``unmeasured`` index rows (``u x p``, :func:`frontier`; none by default): the
-    index row (``p``) of the *leader* (best in most of ``IDENTIFY_DRAWS`` joint draws of the latent values)
-    or of the *challenger* (best in most of the rest), by a fair coin; the other of the two when the one
-    drawn is being measured (``pending``, ``k x p``).  None when both are, with fewer than two candidates,
-    or when the leader is best in every draw."""
+    posterior means: the index row (``p``) of the *leader* (best in most of ``IDENTIFY_DRAWS`` joint draws of
+    the latent values) or of the *challenger* (best in most of the rest), by a fair coin; the other of the two
+    when the one drawn is being measured (``pending``, ``k x p``).  None when both are, with fewer than two
+    candidates, or when the leader is best in every draw."""
     rows = fitted.rows[np.argsort(-fitted.mean)[:IDENTIFY_CANDIDATES]]
-    if unmeasured is not None and len(unmeasured):
-        rows = np.concatenate([rows, np.asarray(unmeasured, dtype=rows.dtype)])
     if len(rows) < 2:
         return None
     draws = fitted.posterior.joint_draws(encoding.slots(rows), IDENTIFY_DRAWS, int(rng.integers(2**31)))

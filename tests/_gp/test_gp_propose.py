@@ -4,11 +4,8 @@ import numpy as np
 
 from iobo._gp.encoding import Encoding
 from iobo._gp.propose import (
-    FRONTIER_SD,
     IDENTIFY_CANDIDATES,
-    IDENTIFY_FRONTIER,
     fit,
-    frontier,
     follow_up,
     least_measured_slice,
     matching_sizes,
@@ -182,29 +179,3 @@ def test_identification_re_measures_the_leader_or_the_challenger_and_stops_once_
     values[0] = 3.0  # one configuration far ahead, measured 11 times
     assert top_two(enc, fit(enc, sure, np.concatenate([values, np.full(10, 3.0)])), np.random.default_rng(0),
                    np.zeros((0, 3))) is None
-
-
-def test_an_unmeasured_configuration_that_could_be_best_competes_with_the_measured_ones():
-    enc = Encoding({f"p{i}": tuple(range(3)) for i in range(3)}, {})  # 27 configurations
-    rows = np.array([[0, b, c] for b in range(3) for c in range(3)])  # only p0 = 0 measured, twice each
-    rows = np.concatenate([rows, rows])
-    values = -0.1 * rows.sum(axis=1) + np.random.default_rng(2).normal(0.0, 0.1, len(rows))
-    fitted = fit(enc, rows, values)
-    none = np.zeros((0, 3), dtype=np.int64)
-    unmeasured = frontier(enc, fitted, set())
-    assert len(unmeasured) == IDENTIFY_FRONTIER and all(r[0] != 0 for r in unmeasured.tolist())
-    busy = {tuple(unmeasured[0].tolist())}
-    assert tuple(unmeasured[0].tolist()) not in {tuple(r) for r in frontier(enc, fitted, busy).tolist()}
-    mean, variance = fitted.posterior.predict(enc.slots(unmeasured))
-    upper = mean + FRONTIER_SD * np.sqrt(variance)
-    assert np.all(np.diff(upper) <= 1e-12)  # highest upper bound first
-    # the measured p0 = 0 region says nothing of p0 = 1, 2: the draws often put an unmeasured one on top
-    proposals = [propose(enc, fitted, np.random.default_rng(s), none, none, identify_from=5).row.tolist()
-                 for s in range(20)]
-    assert sum(r[0] != 0 for r in proposals) >= 5
-    assert all(r in rows.tolist() for r in proposals if r[0] == 0)  # else the leader or the challenger measured
-    # without the frontier (a stop rule ended the search: finalists), only measured configurations compete
-    finals = [propose(enc, fitted, np.random.default_rng(s), none, none, finalists=True).row.tolist()
-              for s in range(20)]
-    assert all(r in rows.tolist() for r in finals)
-    assert frontier(enc, fitted, set(), max_enumerate=10).shape == (0, 3)  # too many to enumerate: none
