@@ -19,11 +19,11 @@ the extended gain share, and the mean pairs run.
 from __future__ import annotations
 
 import argparse
-import math
 
 import numpy as np
 
 from experiments.harness.runs import commit, write_report
+from experiments.harness.truth import share_interval
 from iobo.measure import speedup_interval
 from iobo.minimize import GAIN, NO_EFFECT, SLOWER, UNDECIDED, confirmation_verdict
 from iobo.tuner import CONFIRM_AT_MOST
@@ -53,13 +53,6 @@ def confirm(rng, speedup: float, noise_sd_log: float, tails: bool, repeats: int,
             return verdict, best.size
 
 
-def wilson(k: int, n: int) -> tuple[float, float]:
-    """95% Wilson interval of a share ``k / n``."""
-    z, p = 1.96, k / n
-    centre, half = (p + z * z / (2 * n)), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return (centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=400, help="confirmations simulated per cell")
@@ -84,7 +77,7 @@ def main(argv=None) -> None:
                     counts = {v: sum(d == v for d, _ in done) for v in VERDICTS}
                     shares[extend] = (counts, float(np.mean([p for _, p in done])))
                 fixed, (extended, pairs) = shares[False][0], shares[True]
-                low, high = wilson(extended[GAIN], args.reps)
+                low, high = share_interval(extended[GAIN], args.reps)
                 pct = lambda c: "/".join(f"{100 * c[v] / args.reps:.0f}" for v in VERDICTS)  # noqa: E731
                 lines.append(f"{noise:>5.2f}{' tails' if tails else '':>6} {speedup:>5.2f} | {pct(fixed):>17} | "
                              f"{pct(extended):>17} {f'[{100 * low:.0f}-{100 * high:.0f}]':>13} {pairs:>5.1f}")

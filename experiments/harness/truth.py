@@ -188,3 +188,10 @@ def median_interval(values: Sequence[float], seed: int = 0, draws: int = DRAWS, 
     low, high = np.percentile(medians, [50 * (1 - level), 50 * (1 + level)])
     return float(np.median(values)), float(low), float(high)
 
+
+def share_interval(hits: int, runs: int) -> tuple[float, float]:
+    """The 95% Wilson score interval ``(low, high)`` of a share ``hits / runs`` (runs >= 1)."""
+    z, share = 1.96, hits / runs
+    centre = share + z * z / (2 * runs)
+    half = z * math.sqrt(share * (1 - share) / runs + z * z / (4 * runs * runs))
+    return (centre - half) / (1 + z * z / runs), (centre + half) / (1 + z * z / runs)

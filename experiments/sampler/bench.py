@@ -53,7 +53,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from experiments.harness import problems  # noqa: E402
-from experiments.harness.truth import Truth, median_interval, truth_of  # noqa: E402
+from experiments.harness.truth import Truth, median_interval, share_interval, truth_of  # noqa: E402
 from experiments.harness.optimizers import CHECKPOINTS, optimizers  # noqa: E402
 from experiments.harness.runs import (  # noqa: E402
     LEVELS,
@@ -145,6 +145,12 @@ def show_interval(values: list[float], budget: int) -> str:
     return f"{show(median)} [{show(low)}-{show(high)}]"
 
 
+def show_share(hits: int, runs: int) -> str:
+    """``[low-high%]``: the 95% interval of the share ``hits / runs`` (:func:`share_interval`)."""
+    low, high = share_interval(hits, runs)
+    return f"[{100 * low:.0f}-{100 * high:.0f}%]"
+
+
 def score_truth(spec: str, runs: dict[str, list], budget: int) -> tuple[Truth, dict[str, dict]]:
     """Print one problem scored against S; return its :class:`Truth` and optimizer -> figures."""
     problem = problem_of(spec)
@@ -201,18 +207,20 @@ def check_truth_targets(scored: dict[str, tuple[Truth, dict]], budget: int, opti
         if truth.known:
             if budget >= KNOWN_BUDGET:
                 need = math.ceil(18 / 20 * f["runs"])  # of 20 runs: 18
-                parts.append(f"true 99% within {KNOWN_BUDGET} in {f['true99']}/{f['runs']} ({met(f['true99'] >= need)}: >= {need})")
+                parts.append(f"true 99% within {KNOWN_BUDGET} in {f['true99']}/{f['runs']} {show_share(f['true99'], f['runs'])} "
+                             f"({met(f['true99'] >= need)}: >= {need})")
         else:
             bound, share = (10, 19 / 20) if truth.detectable else (13, 16 / 20)
             within = math.ceil(share * f["runs"])  # of 20 runs: 19 (16)
             parts.append(f"median evaluations to S {show_interval(f['found'], budget)} ({met(found <= bound)}: <= {bound})")
-            parts.append(f"S within {WITHIN} in {f['within']}/{f['runs']} ({met(f['within'] >= within)}: >= {within})")
+            parts.append(f"S within {WITHIN} in {f['within']}/{f['runs']} {show_share(f['within'], f['runs'])} "
+                         f"({met(f['within'] >= within)}: >= {within})")
             if "paired" in f:
                 median, low, high, slower, faster = f["paired"]
                 parts.append(f"paired vs blind {median:+.1f} [{low:+.1f} to {high:+.1f}] evaluations, {slower} seeds slower "
                              f"({met(median <= 0)}: median <= 0; {faster} seeds faster)")
         if f["pick"] is not None:
-            parts.append(f"recommendation at {PICK_AT} in S in {f['pick']}/{f['runs']} runs "
+            parts.append(f"recommendation at {PICK_AT} in S in {f['pick']}/{f['runs']} runs {show_share(f['pick'], f['runs'])} "
                          f"({met(2 * f['pick'] >= f['runs'])}: the median run; by the best single run, what "
                          f"`iobo best` gave before the GP's pick was recorded: {f['best_run']}/{f['runs']})")
         kind = "known truth" if truth.known else ("differ detectably" if truth.detectable else "do NOT differ detectably")
@@ -240,11 +248,34 @@ def timing(names: list[str], seeds: int, jobs: int, iobo: dict) -> None:
         print(f"target <= 100 ms at 100 trials: {at100:.0f} ms ({'met' if at100 <= 100 else 'MISSED'})")
 
 
+def seed_list(text: str) -> list[int]:
+    """Seeds from ranges and single seeds, ``"10-29,60-99"`` or ``"3,5"``: each once, in the order given."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        first, dash, last = part.strip().partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()) or (dash and int(last) < int(first)):
+            raise argparse.ArgumentTypeError(f"a seed range is N or N-M with M >= N; got {part.strip()!r} in {text!r}")
+        seeds += [s for s in range(int(first), int(last or first) + 1) if s not in seeds]
+    return seeds
+
+
+def show_seeds(seeds: list[int]) -> str:
+    """``[10, ..., 29, 60, ..., 99]`` as ``"10-29, 60-99"``."""
+    spans, start = [], 0
+    for i in range(1, len(seeds) + 1):
+        if i == len(seeds) or seeds[i] != seeds[i - 1] + 1:
+            spans.append(f"{seeds[start]}-{seeds[i - 1]}" if i - 1 > start else f"{seeds[start]}")
+            start = i
+    return ", ".join(spans)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1 "
                         "(e.g. settings chosen on 0-9, reported on 10-29)")
+    parser.add_argument("--seed-list", type=seed_list, help="seeds as ranges, e.g. 10-29,60-99 (instead of "
+                        "--first-seed and --seeds): several held-out sets scored as one")
     parser.add_argument("--budget", type=int, default=50)
     parser.add_argument("--problems", default=",".join(problems.SYNTHETIC), help="synthetic problems, comma-separated ('' for none)")
     parser.add_argument("--tables", nargs="*", default=[], help="recorded sweeps (CSV)")
@@ -293,14 +324,14 @@ def run(args, argv: list[str] | None) -> None:
         path = Path(tempfile.gettempdir()) / "iobo-emulated-sweep.csv"
         specs.append(f"table:{problems.write_emulated_table(path)}")
     names = args.optimizers.split(",")
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
-    print(f"# {len(names)} optimizers x {args.seeds} seeds ({seeds.start}-{seeds.stop - 1}), budget {args.budget} evaluations, default first"
-          + (f"; iobo-gp {args.iobo}" if args.iobo else ""))
+    seeds = args.seed_list or list(range(args.first_seed, args.first_seed + args.seeds))
+    print(f"# {len(names)} optimizers x {len(seeds)} seeds ({show_seeds(seeds)}), budget {args.budget} evaluations, "
+          "default first" + (f"; iobo-gp {args.iobo}" if args.iobo else ""))
     start = time.time()
     tasks = [(spec, name, seed, args.budget, args.iobo) for spec in specs for name in names for seed in seeds]
-    results: dict[str, dict[str, list]] = {spec: {name: [None] * args.seeds for name in names} for spec in specs}
+    results: dict[str, dict[str, list]] = {spec: {name: [None] * len(seeds) for name in names} for spec in specs}
     for spec, name, seed, run in pool_map(_task, tasks, args.jobs):
-        results[spec][name][seed - seeds.start] = run
+        results[spec][name][seeds.index(seed)] = run
     medians = {spec: report(spec, results[spec], args.budget) for spec in specs}
     check_targets(medians, args.budget, len(seeds))
     scored = {spec: score_truth(spec, results[spec], args.budget) for spec in specs}

@@ -1,5 +1,6 @@
 """The benchmark harness: recorded sweeps (CSV) as problems, and evaluation counting."""
 
+import argparse
 import math
 import os
 import subprocess
@@ -162,3 +163,15 @@ def test_blind_sampling_is_without_replacement_default_first_and_seeded():
     first = to_s(run.truths, truth, size)
     assert truth.in_s(run.truths[first - 1]) and not any(truth.in_s(v) for v in run.truths[:first - 1])
     assert to_s([0.0] * size, truth, size) == size + 1
+
+
+def test_a_seed_list_takes_ranges_once_each_and_refuses_what_is_not_one():
+    from experiments.sampler.bench import seed_list, show_seeds
+
+    assert seed_list("10-12,60-61") == [10, 11, 12, 60, 61]
+    assert seed_list("3, 5-6,5") == [3, 5, 6]
+    assert show_seeds(seed_list("10-29,60-99")) == "10-29, 60-99"
+    assert show_seeds([3, 5, 6]) == "3, 5-6"
+    for bad in ("9-3", "a-b", "1-", "-4"):
+        with pytest.raises(argparse.ArgumentTypeError, match="a seed range is N or N-M"):
+            seed_list(bad)

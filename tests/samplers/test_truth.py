@@ -118,6 +118,15 @@ def test_median_interval_is_a_seeded_bootstrap_percentile_interval():
     assert truth.median_interval([5] * 20) == (5, 5, 5)
 
 
+def test_a_share_gets_its_wilson_interval():
+    low, high = truth.share_interval(18, 20)  # the textbook 0.90: 0.699-0.972
+    assert (round(low, 3), round(high, 3)) == (0.699, 0.972)
+    low, high = truth.share_interval(20, 20)  # all hits: the interval still reaches below 1
+    assert high == pytest.approx(1.0) and 0.83 < low < 0.84
+    assert truth.share_interval(0, 5)[0] == pytest.approx(0.0)
+    assert truth.share_interval(57, 60)[0] < 0.95 < truth.share_interval(57, 60)[1]
+
+
 def test_a_results_header_marks_a_dirty_tree(tmp_path, monkeypatch):
     git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)  # noqa: E731
     git("init", "-q")
