@@ -28,8 +28,9 @@ replacement (``blind``: same seed, same measurement stream) with its
 interval and how many seeds were slower than blind; runs whose
 recommendation at 50 evaluations is in S; on a known-truth problem, runs
 that found the true 99% within 100 evaluations.  Then issue 31's targets,
-met or missed.  ``--out FILE`` also writes the report there, headed by the
-command line and the commit.
+met or missed, every share with its 95% Wilson interval.  ``--seed-list
+10-29,60-99`` scores several held-out seed sets as one.  ``--out FILE``
+also writes the report there, headed by the command line and the commit.
 """
 
 from __future__ import annotations
