@@ -194,4 +194,4 @@ def share_interval(hits: int, runs: int) -> tuple[float, float]:
     z, share = 1.96, hits / runs
     centre = share + z * z / (2 * runs)
     half = z * math.sqrt(share * (1 - share) / runs + z * z / (4 * runs * runs))
-    return (centre - half) / (1 + z * z / runs), (centre + half) / (1 + z * z / runs)
+    return max(0.0, (centre - half) / (1 + z * z / runs)), min(1.0, (centre + half) / (1 + z * z / runs))
