@@ -350,8 +350,7 @@ class Surrogate:
     @property
     def incumbent_mb_per_s(self) -> float:
         """The measured configuration with the best posterior mean: that mean in the objective's unit
-        (for a bandwidth modelled as ``log(MB/s)``: a geometric mean of its runs with outlying runs
-        down-weighted, :func:`iobo._gp.model.huber_reweighted`; MB/s)."""
+        (for a bandwidth modelled as ``log(MB/s)``: its geometric-mean bandwidth, MB/s)."""
         best = float(self.fit.mean[self.fit.best])
         return self.data.value(best) if self.data is not None else math.exp(best)
 

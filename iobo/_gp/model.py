@@ -16,14 +16,7 @@ from the unit-cube encoding (:mod:`iobo._gp.encoding`):
   ``LogNormal(log 0.1, 1)`` bounded below by 1e-4 (observations are
   standardised, so 0.1 is 10% of their variance);
 - hyperparameters: maximum a posteriori by L-BFGS-B (:func:`neg_log_posterior`),
-  warm-started from the previous fit when the encoding is unchanged;
-- runs: Huber-weighted (:func:`huber_reweighted`): a run further than
-  ``HUBER_C`` noise standard deviations from the fitted value is given a
-  larger noise variance, in proportion, so that the posterior at a
-  configuration measured several times follows the bulk of its runs, not
-  the mean of their logs (a shared machine's runs are bimodal: one slow
-  run among fast ones drags a Gaussian mean below a configuration whose
-  runs are all middling; ``experiments/results/sampler-huber.txt``).
+  warm-started from the previous fit when the encoding is unchanged.
 
 :class:`Posterior` then does the exact GP algebra itself (one Cholesky
 factor), so that pending points can be added as noise-free fantasies and
@@ -42,8 +35,6 @@ from gpytorch.constraints import GreaterThan, Positive
 from gpytorch.priors import LogNormalPrior
 
 NOISE_FLOOR = 1e-4  # standardised noise variance
-HUBER_C = 1.345  # residuals (in noise sds) beyond which a run is down-weighted: Huber's constant, 95% efficient
-HUBER_ITERATIONS = 3  # reweighting passes (iteratively reweighted least squares)
 FANTASY_NOISE = 1e-6  # noise variance given to pending points
 
 
@@ -245,28 +236,7 @@ def fit(x: np.ndarray, y: np.ndarray, tables, warm: np.ndarray | None = None, ma
     _assign(model, theta)
     with torch.no_grad():
         noise = float(model.likelihood.noise)
-        gaussian = Posterior(model.covar_module, float(model.mean_module.constant), tx, ty, torch.full_like(ty, noise),
-                             theta, noise)
-    return huber_reweighted(gaussian)
-
-
-def huber_reweighted(posterior: "Posterior", c: float = HUBER_C, iterations: int = HUBER_ITERATIONS) -> "Posterior":
-    """The posterior with each run's noise variance scaled by its Huber weight (hyperparameters unchanged).
-
-    A run whose residual from the posterior mean at its point is ``r`` noise
-    standard deviations gets weight ``min(1, c / |r|)`` and noise variance
-    ``run_noise / weight``; ``iterations`` passes, each residual taken from the
-    last pass.  Runs within ``c`` sds keep the fitted noise, so data without
-    outliers give the Gaussian posterior back.
-    """
-    reweighted = posterior
-    for _ in range(iterations):
-        mean, _ = reweighted.predict(posterior.x)
-        residual = (posterior.y.numpy() - mean) / math.sqrt(posterior.run_noise)
-        weight = np.minimum(1.0, c / np.maximum(np.abs(residual), 1e-12))
-        reweighted = Posterior(posterior.kernel, posterior.mean, posterior.x, posterior.y,
-                               torch.as_tensor(posterior.run_noise / weight), posterior.theta, posterior.run_noise)
-    return reweighted
+        return Posterior(model.covar_module, float(model.mean_module.constant), tx, ty, torch.full_like(ty, noise), theta)
 
 
 @dataclass
@@ -275,9 +245,7 @@ class Posterior:
 
     kernel: the fitted covariance; mean: the constant prior mean; x (``n x p``, slot rows),
     y (``n``): conditioning points and values; noise (``n``): their noise
-    variances (a down-weighted run's above ``run_noise``, a fantasy's near 0);
-    theta: the raw hyperparameters, for warm starts; run_noise: the learned
-    noise variance of one run.
+    variances; theta: the raw hyperparameters, for warm starts.
     """
 
     kernel: gpytorch.kernels.Kernel
@@ -286,7 +254,6 @@ class Posterior:
     y: torch.Tensor
     noise: torch.Tensor
     theta: np.ndarray
-    run_noise: float
 
     def __post_init__(self) -> None:
         with torch.no_grad():
@@ -299,7 +266,7 @@ class Posterior:
     @property
     def noise_variance(self) -> float:
         """Learned noise variance of one run (standardised units)."""
-        return self.run_noise
+        return float(self.noise[0])
 
     def predict(self, xc: np.ndarray | torch.Tensor, batch: int = 1024) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and variance (each ``m``) at slot rows ``xc`` (``m x p``)."""
@@ -347,5 +314,4 @@ class Posterior:
             torch.cat([self.y, torch.as_tensor(mean)]),
             torch.cat([self.noise, torch.full((len(xp),), FANTASY_NOISE, dtype=torch.float64)]),
             self.theta,
-            self.run_noise,
         )

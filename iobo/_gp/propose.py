@@ -3,8 +3,7 @@
 Inputs are index rows of an :class:`~iobo._gp.encoding.Encoding` and the
 measured ``log`` objective (larger is better).  The GP is fitted to the
 standardised values; the *incumbent* is the measured configuration with the
-highest posterior mean (noise-aware: not the luckiest single run, nor the
-mean dragged down by one unlucky run among several); log
+highest posterior mean (noise-aware: not the luckiest single run); log
 augmented EI over that incumbent is maximised with pending configurations
 conditioned on as fantasies.  Measured, pending and failed configurations
 (a row's ``ANY`` entries covering every value) are never proposed, except

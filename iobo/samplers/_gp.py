@@ -296,8 +296,7 @@ class GPSampler(BaseSampler):
         Noise-aware: a configuration measured several times, or whose
         neighbours agree, beats one lucky run.  Returns ``(params, value)``
         with value in the objective's unit (MB/s): ``exp`` of the posterior
-        mean of ``log(value)``, a geometric mean with outlying runs
-        down-weighted (:func:`iobo._gp.model.huber_reweighted`).
+        mean of ``log(value)``, i.e. a geometric-mean estimate.
         """
         self._check_direction(study)
         data = self._data(study, self._search_space(study))

@@ -82,23 +82,3 @@ def test_table_lookup_kernel_equals_the_formula_on_the_unit_cube():
     with torch.no_grad():
         assert kernel(torch.as_tensor(x), torch.as_tensor(x)).to_dense() == pytest.approx(expected, abs=1e-12)
         assert kernel(torch.as_tensor(x), torch.as_tensor(x), diag=True) == pytest.approx(expected.diagonal(), abs=1e-12)
-
-
-def test_one_slow_run_does_not_drag_a_configuration_below_a_steadily_weaker_one():
-    # six configurations, four steady runs each; the best (a = 4) also has one run at a third of its speed
-    enc = Encoding({"a": (1, 2, 4, 8, 16, 32)})
-    level = {0: -0.5, 1: 0.2, 2: 1.0, 3: 0.8, 4: 0.3, 5: -0.4}
-    rng = np.random.default_rng(3)
-    rows = [(k,) for k in level for _ in range(4)] + [(2,)]
-    y = np.array([level[k] + 0.03 * rng.standard_normal() for k, in rows[:-1]] + [1.0 - np.log(3.0)])
-    x = enc.slots(np.array(rows)).astype(float)
-    post = model.fit(x, y, enc.distance_tables())
-    # the same hyperparameters with every run at the fitted noise: the plain Gaussian posterior
-    gaussian = model.Posterior(post.kernel, post.mean, post.x, post.y, torch.full_like(post.y, post.noise_variance),
-                               post.theta, post.noise_variance)
-    at = enc.slots(np.array([(2,), (3,)])).astype(float)
-    assert np.diff(gaussian.predict(at)[0])[0] > 0  # the mean of logs ranks a = 8 first
-    mean, _ = post.predict(at)
-    assert mean[0] > mean[1]  # the reweighted posterior ranks a = 4 first, by the bulk of its runs
-    assert float(post.noise[-1]) > 2 * post.noise_variance  # the slow run carries a larger noise variance
-    assert post.with_fantasies(at[:1]).noise_variance == post.noise_variance  # one run's noise, fantasies aside
