@@ -32,7 +32,10 @@ better than the picks?
    re-measured median (median over seeds, with its interval), split by
    whether the pick was in S; and how often a pick outside S re-measures at
    least as high as a member of S (their bootstrap medians against each
-   other; 50% = as good as S).
+   other; 50% = as good as S).  ``--compare TABLE:OTHER`` also sets the
+   re-measured configurations beside another recorded table of the same
+   workload (the ``-quiet`` tables were recorded on a quiet machine, the
+   others under load averages of 5-14 on the 2 cores, at the recordings' end).
 
 Run from the repository root (80 seeds and two tables: the replays take about
 4 minutes on 2 cores, then each job about 1 s, 48 configurations a pass; the
@@ -65,6 +68,7 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+from scipy import stats  # noqa: E402
 
 from experiments.harness import TABLES_DIR  # noqa: E402
 from experiments.harness.problems import Problem, config_key, load_table  # noqa: E402
@@ -240,6 +244,29 @@ def score(table: str, picks: dict[int, tuple], best_runs: dict[int, tuple], runs
     return lines
 
 
+def compare(table: str, other: str, runs: dict[tuple, list[np.ndarray]]) -> list[str]:
+    """Lines setting ``table``'s re-measured configurations beside another recorded table of the same workload and
+    grid (``other``, e.g. one recorded on a quiet machine): the rank correlation of the medians and, per
+    configuration, both shares of their best and membership of ``other``'s S."""
+    problem = load_table(TABLES_DIR / f"{other}.csv")
+    truth = truth_of(problem)
+    recorded = dict(zip(truth.keys, truth.medians))
+    medians = {k: float(np.median(np.concatenate(v))) for k, v in runs.items() if k in recorded}
+    best = max(float(np.median(np.concatenate(v))) for v in runs.values())
+    keys = sorted(medians, key=lambda k: -medians[k])
+    rho = stats.spearmanr([recorded[k] for k in keys], [medians[k] for k in keys])[0]
+    lines = [f"\n## {table} re-measured, beside {other} ({truth.describe()})",
+             f"{len(keys)} configurations in both; rank correlation of the re-measured and {other}'s medians {rho:.2f}",
+             f"{'re-measured share':>18} {other + ' share':>24} {'S':>2}  configuration"]
+    for k in keys:
+        member = "S" if truth.in_s(recorded[k]) else ""
+        lines.append(f"{medians[k] / best:>18.0%} {recorded[k] / truth.best:>24.0%} {member:>2}  {show_config(problem, k)}")
+    members = [k for k in keys if truth.in_s(recorded[k])]
+    lines.append(f"{other}'s S among them: {len(members)}, re-measured at "
+                 f"{', '.join(f'{medians[k] / best:.0%}' for k in members) or '-'} of the best re-measured")
+    return lines
+
+
 def pct(hits: int, runs: int) -> str:
     low, high = share_interval(hits, runs)
     return f"[{100 * low:.0f}-{100 * high:.0f}%]"
@@ -267,6 +294,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reuse-picks", action="store_true", help="take the picks from --picks (no replays)")
     parser.add_argument("--order-seed", type=int, default=0, help="seed of the passes' random orders")
     parser.add_argument("--score-only", action="store_true", help="score --picks and --runs written before")
+    parser.add_argument("--compare", nargs="*", default=[], metavar="TABLE:OTHER",
+                        help="also set TABLE's re-measured configurations beside the recorded table OTHER")
     parser.add_argument("--note", default="", help="a line for the report's head (how --runs were measured)")
     parser.add_argument("--out", help="also write the report here")
     args = parser.parse_args(argv)
@@ -299,6 +328,9 @@ def main(argv: list[str] | None = None) -> None:
         picks = {int(s): config_key(dict(pair[0])) for s, pair in found[table].items()}
         best_runs = {int(s): config_key(dict(pair[1])) for s, pair in found[table].items()}
         lines += score(table, picks, best_runs, runs[table], args.top, args.budget)
+    for pair in args.compare:
+        table, _, other = pair.partition(":")
+        lines += compare(table, other, runs[table])
     lines.append(f"\n(wall time {time.time() - started:.0f} s)")
     write_report(lines, args.out)
 
