@@ -32,7 +32,8 @@ better than the picks?
    re-measured median (median over seeds, with its interval), split by
    whether the pick was in S; and how often a pick outside S re-measures at
    least as high as a member of S (their bootstrap medians against each
-   other; 50% = as good as S).  ``--compare TABLE:OTHER`` also sets the
+   other; 50% = as good as S); and the pick's re-measured median over the
+   default's (median over seeds, with its interval).  ``--compare TABLE:OTHER`` also sets the
    re-measured configurations beside another recorded table of the same
    workload (the ``-quiet`` tables were recorded on a quiet machine, the
    others under load averages of 5-14 on the 2 cores, at the recordings' end).
@@ -231,6 +232,9 @@ def score(table: str, picks: dict[int, tuple], best_runs: dict[int, tuple], runs
             if sub:
                 lines.append(f"    picks {part}: {len(sub)} seeds; in R-S {hits}/{len(sub)} {pct(hits, len(sub))}; "
                              f"re-measured share {interval(sub)}")
+    over_default = [medians[picks[s]] / medians[default] for s in seeds]
+    lines.append(f"the default re-measured at {medians[default] / best:.0%} of the best; iobo's pick over the default, "
+                 f"re-measured medians: {ratio(over_default)} (median over seeds)")
     member_share = [medians[k] / best for k in members]
     lines.append(f"S's members themselves: re-measured share of the best {', '.join(f'{s:.0%}' for s in member_share)}")
     outside = [picks[s] for s in seeds if not truth.in_s(recorded[picks[s]])]
@@ -270,6 +274,11 @@ def compare(table: str, other: str, runs: dict[tuple, list[np.ndarray]]) -> list
 def pct(hits: int, runs: int) -> str:
     low, high = share_interval(hits, runs)
     return f"[{100 * low:.0f}-{100 * high:.0f}%]"
+
+
+def ratio(values: list[float]) -> str:
+    median, low, high = median_interval(values)
+    return f"{median:.2f}x [{low:.2f}-{high:.2f}x]"
 
 
 def interval(values: list[float]) -> str:
