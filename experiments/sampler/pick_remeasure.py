@@ -29,7 +29,9 @@ better than the picks?
    unless a configuration outside the set would top it).  Then, per table:
    how many of S are in R-S; seeds whose pick is in S and in R-S (Wilson
    intervals); the pick's re-measured median as a share of the best
-   re-measured median (median over seeds, with its interval), split by
+   re-measured median (median over seeds, with its interval: it spans the
+   seeds' picks, not the re-measurement's noise, which each configuration's
+   own interval shows), split by
    whether the pick was in S; and how often a pick outside S re-measures at
    least as high as a member of S (their bootstrap medians against each
    other; 50% = as good as S); and the pick's re-measured median over the
@@ -234,7 +236,8 @@ def score(table: str, picks: dict[int, tuple], best_runs: dict[int, tuple], runs
                              f"re-measured share {interval(sub)}")
     over_default = [medians[picks[s]] / medians[default] for s in seeds]
     lines.append(f"the default re-measured at {medians[default] / best:.0%} of the best; iobo's pick over the default, "
-                 f"re-measured medians: {ratio(over_default)} (median over seeds)")
+                 f"re-measured medians: {ratio(over_default)} "
+                 "(median over seeds; the interval spans the seeds' picks, not the re-measurement's noise)")
     member_share = [medians[k] / best for k in members]
     lines.append(f"S's members themselves: re-measured share of the best {', '.join(f'{s:.0%}' for s in member_share)}")
     outside = [picks[s] for s in seeds if not truth.in_s(recorded[picks[s]])]
@@ -264,7 +267,8 @@ def compare(table: str, other: str, runs: dict[tuple, list[np.ndarray]]) -> list
              f"{'re-measured share':>18} {other + ' share':>24} {'S':>2}  configuration"]
     for k in keys:
         member = "S" if truth.in_s(recorded[k]) else ""
-        lines.append(f"{medians[k] / best:>18.0%} {recorded[k] / truth.best:>24.0%} {member:>2}  {show_config(problem, k)}")
+        lines.append(f"{medians[k] / best:>18.0%} {recorded[k] / truth.best:>24.0%} {member:>2}  "
+                     f"{show_config(problem, k)}")
     members = [k for k in keys if truth.in_s(recorded[k])]
     lines.append(f"{other}'s S among them: {len(members)}, re-measured at "
                  f"{', '.join(f'{medians[k] / best:.0%}' for k in members) or '-'} of the best re-measured")
