@@ -316,6 +316,9 @@ def main(argv: list[str] | None = None) -> None:
     head = (f"# python -m experiments.sampler.pick_remeasure {shlex.join(argv if argv is not None else sys.argv[1:])}"
             f"; commit {commit()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
             + (f"\n# {args.note}" if args.note else ""))
+    if not args.score_only:
+        for table in args.tables:
+            sweep_of(table)  # before any replay: a table with no matching workload cannot be re-measured
     if not (args.score_only or args.reuse_picks):
         tasks = [(t, s, args.budget, args.iobo) for t in args.tables for s in args.seed_list]
         found: dict[str, dict[str, list]] = {t: {} for t in args.tables}
