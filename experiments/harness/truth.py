@@ -128,14 +128,21 @@ def truth_of(problem: Problem, seed: int = 0, draws: int = DRAWS) -> Truth:
                      f"MB/s from {problem.companion.stem}")
         else:
             basis = "one job per configuration and no multi-pass table to tell its spread: runs resampled only"
-    log_se = np.std(np.log(resampled), axis=0)
-    se = float(np.median(log_se))
+    log_se, se, threshold = one_standard_error(medians, resampled)
     best = float(medians.max())
-    threshold = best * math.exp(-se)
     in_s = medians >= threshold
     held = float(np.mean(in_s[np.argmax(resampled, axis=1)]))
     p_differ = float(stats.f_oneway(*[np.log(r) for r in runs]).pvalue)
     return Truth(problem.name, keys, medians, log_se, se, best, threshold, held, p_differ, False, basis)
+
+
+def one_standard_error(medians: np.ndarray, resampled: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """S's rule for configurations' ``medians`` (MB/s, one per configuration) and their bootstrap ``resampled``
+    medians (draws x configurations): ``(log_se, se, threshold)``, each configuration's standard error of its
+    ``log`` median, the set's (their median) and S's lowest median, ``best * exp(-se)`` (MB/s)."""
+    log_se = np.std(np.log(resampled), axis=0)
+    se = float(np.median(log_se))
+    return log_se, se, float(medians.max()) * math.exp(-se)
 
 
 def resampled_medians(groups: list[np.ndarray], rng: np.random.Generator, draws: int,

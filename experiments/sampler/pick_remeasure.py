@@ -63,7 +63,6 @@ import argparse  # noqa: E402
 import ast  # noqa: E402
 import csv  # noqa: E402
 import json  # noqa: E402
-import math  # noqa: E402
 import random  # noqa: E402
 import shlex  # noqa: E402
 import sys  # noqa: E402
@@ -80,11 +79,11 @@ from experiments.harness.runs import commit, pool_map, quiet_worker, write_repor
 from experiments.harness.truth import (  # noqa: E402
     DRAWS,
     median_interval,
+    one_standard_error,
     resampled_medians,
-    share_interval,
     truth_of,
 )
-from experiments.sampler.bench import seed_list, show_seeds  # noqa: E402
+from experiments.sampler.bench import seed_list, show_seeds, show_share  # noqa: E402
 
 TABLES = ("ior-tmpfs", "vpic-tmpfs-1r")  # the two tables where item 2's pick misses clearly (pooled 80 seeds)
 
@@ -125,7 +124,7 @@ def candidates(problem: Problem, picks: list[dict], top: int) -> dict[tuple, dic
     configs = {config_key(c): c for c in problem.grid.configurations()}
     order = sorted(range(len(truth.keys)), key=lambda i: -truth.medians[i])
     chosen = [truth.keys[i] for i in order[:top]] + sorted(truth.members)
-    chosen += [config_key(c) for c in picks] + [config_key(problem.grid.active(problem.default))]
+    chosen += [config_key(c) for c in picks] + [default_key(problem)]
     return {k: configs[k] for k in dict.fromkeys(chosen)}
 
 
@@ -173,10 +172,15 @@ def read_runs(paths: list[Path]) -> dict[str, dict[tuple, list[np.ndarray]]]:
             for table, keys in jobs.items()}
 
 
-def show_config(problem: Problem, key: tuple) -> str:
-    """A configuration as ``name=value`` for the parameters that differ from the default (short)."""
-    default = dict(config_key(problem.grid.active(problem.default)))
-    return " ".join(f"{n}={ast.literal_eval(v)}" for n, v in key if default.get(n) != v) or "(default)"
+def default_key(problem: Problem) -> tuple:
+    """The :func:`config_key` of the problem's system-default configuration."""
+    return config_key(problem.grid.active(problem.default))
+
+
+def show_config(key: tuple, default: tuple) -> str:
+    """A configuration as ``name=value`` for the parameters that differ from the ``default`` key (short)."""
+    differs = set(key) - set(default)
+    return " ".join(f"{n}={ast.literal_eval(v)}" for n, v in key if (n, v) in differs) or "(default)"
 
 
 def score(table: str, picks: dict[int, tuple], best_runs: dict[int, tuple], runs: dict[tuple, list[np.ndarray]],
@@ -186,19 +190,19 @@ def score(table: str, picks: dict[int, tuple], best_runs: dict[int, tuple], runs
     problem = load_table(TABLES_DIR / f"{table}.csv")
     truth = truth_of(problem)
     recorded = dict(zip(truth.keys, truth.medians))
-    rank = {k: r for r, k in enumerate(sorted(truth.keys, key=lambda k: -recorded[k]), 1)}
+    by_recorded = sorted(truth.keys, key=lambda k: -recorded[k])
+    rank = {k: r for r, k in enumerate(by_recorded, 1)}
     rng = np.random.default_rng(0)
-    keys = sorted(runs, key=lambda k: -float(np.median(np.concatenate(runs[k]))))
-    medians = {k: float(np.median(np.concatenate(runs[k]))) for k in keys}
+    medians = {k: float(np.median(np.concatenate(v))) for k, v in runs.items()}
+    keys = sorted(medians, key=lambda k: -medians[k])
     draws = {k: resampled_medians(runs[k], rng, DRAWS) for k in keys}
-    log_se = {k: float(np.std(np.log(draws[k]))) for k in keys}
-    se = float(np.median(list(log_se.values())))
-    best = max(medians.values())
-    threshold = best * math.exp(-se)
+    _, se, threshold = one_standard_error(np.array([medians[k] for k in keys]),
+                                          np.column_stack([draws[k] for k in keys]))
+    best = medians[keys[0]]
     in_rs = {k: medians[k] >= threshold for k in keys}
     chosen_by = {k: sum(p == k for p in picks.values()) for k in keys}
     best_run_by = {k: sum(p == k for p in best_runs.values()) for k in keys}
-    default = config_key(problem.grid.active(problem.default))
+    default = default_key(problem)
     jobs = sorted({len(g) for k in keys for g in runs[k]})
     lines = [f"\n## {table}: {len(keys)} configurations re-measured, {min(len(runs[k]) for k in keys)}-"
              f"{max(len(runs[k]) for k in keys)} jobs each of {'/'.join(map(str, jobs))} runs",
@@ -213,11 +217,11 @@ def score(table: str, picks: dict[int, tuple], best_runs: dict[int, tuple], runs
         marks = "S" if truth.in_s(recorded[k]) else ""
         lines.append(f"{rank[k]:>5} {recorded[k]:>14,.0f} {marks:>2} {chosen_by[k] or '':>7} {best_run_by[k] or '':>9} "
                      f"{f'{medians[k]:,.0f} [{low:,.0f}-{high:,.0f}]':>26} {medians[k] / best:>6.0%} "
-                     f"{'R-S' if in_rs[k] else '':>4}  {show_config(problem, k)}"
+                     f"{'R-S' if in_rs[k] else '':>4}  {show_config(k, default)}"
                      + ("  [default]" if k == default else ""))
     members = sorted(truth.members)
     kept = sum(in_rs[k] for k in members)
-    top_keys = sorted(truth.keys, key=lambda k: -recorded[k])[:top]
+    top_keys = by_recorded[:top]
     lines.append(f"S re-measured: {kept} of its {len(members)} in R-S; the recorded top {top}: "
                  f"{sum(in_rs[k] for k in top_keys)} in R-S")
     seeds = sorted(picks)
@@ -225,15 +229,16 @@ def score(table: str, picks: dict[int, tuple], best_runs: dict[int, tuple], runs
         in_s = [truth.in_s(recorded[chosen[s]]) for s in seeds]
         in_r = [in_rs[chosen[s]] for s in seeds]
         share = [medians[chosen[s]] / best for s in seeds]
-        lines.append(f"{label} at {budget} evaluations, {len(seeds)} seeds: in S {sum(in_s)}/{len(seeds)} "
-                     f"{pct(sum(in_s), len(seeds))}; in R-S {sum(in_r)}/{len(seeds)} {pct(sum(in_r), len(seeds))}; "
-                     f"re-measured share of the best {interval(share)}")
+        n = len(seeds)
+        lines.append(f"{label} at {budget} evaluations, {n} seeds: in S {sum(in_s)}/{n} {show_share(sum(in_s), n)}; "
+                     f"in R-S {sum(in_r)}/{n} {show_share(sum(in_r), n)}; re-measured share of the best "
+                     f"{interval(share)}")
         for part, flag in (("in S", True), ("outside S", False)):
             sub = [x for x, f in zip(share, in_s) if f == flag]
             hits = sum(r for r, f in zip(in_r, in_s) if f == flag)
             if sub:
-                lines.append(f"    picks {part}: {len(sub)} seeds; in R-S {hits}/{len(sub)} {pct(hits, len(sub))}; "
-                             f"re-measured share {interval(sub)}")
+                lines.append(f"    picks {part}: {len(sub)} seeds; in R-S {hits}/{len(sub)} "
+                             f"{show_share(hits, len(sub))}; re-measured share {interval(sub)}")
     over_default = [medians[picks[s]] / medians[default] for s in seeds]
     lines.append(f"the default re-measured at {medians[default] / best:.0%} of the best; iobo's pick over the default, "
                  f"re-measured medians: {ratio(over_default)} "
@@ -258,9 +263,11 @@ def compare(table: str, other: str, runs: dict[tuple, list[np.ndarray]]) -> list
     problem = load_table(TABLES_DIR / f"{other}.csv")
     truth = truth_of(problem)
     recorded = dict(zip(truth.keys, truth.medians))
-    medians = {k: float(np.median(np.concatenate(v))) for k, v in runs.items() if k in recorded}
-    best = max(float(np.median(np.concatenate(v))) for v in runs.values())
+    every = {k: float(np.median(np.concatenate(v))) for k, v in runs.items()}
+    best = max(every.values())
+    medians = {k: m for k, m in every.items() if k in recorded}
     keys = sorted(medians, key=lambda k: -medians[k])
+    default = default_key(problem)
     rho = stats.spearmanr([recorded[k] for k in keys], [medians[k] for k in keys])[0]
     lines = [f"\n## {table} re-measured, beside {other} ({truth.describe()})",
              f"{len(keys)} configurations in both; rank correlation of the re-measured and {other}'s medians {rho:.2f}",
@@ -268,16 +275,11 @@ def compare(table: str, other: str, runs: dict[tuple, list[np.ndarray]]) -> list
     for k in keys:
         member = "S" if truth.in_s(recorded[k]) else ""
         lines.append(f"{medians[k] / best:>18.0%} {recorded[k] / truth.best:>24.0%} {member:>2}  "
-                     f"{show_config(problem, k)}")
+                     f"{show_config(k, default)}")
     members = [k for k in keys if truth.in_s(recorded[k])]
     lines.append(f"{other}'s S among them: {len(members)}, re-measured at "
                  f"{', '.join(f'{medians[k] / best:.0%}' for k in members) or '-'} of the best re-measured")
     return lines
-
-
-def pct(hits: int, runs: int) -> str:
-    low, high = share_interval(hits, runs)
-    return f"[{100 * low:.0f}-{100 * high:.0f}%]"
 
 
 def ratio(values: list[float]) -> str:
