@@ -9,11 +9,14 @@
 - :func:`evaluations_to`, :func:`median_iqr`, :data:`LEVELS`: evaluations
   until a target fraction of the best true value, and how they are printed;
 - :func:`commit`, :func:`write_report`: a report's first line names the
-  commit; the report goes to stdout and, when asked, to a file.
+  commit; the report goes to stdout and, when asked, to a file;
+- :func:`seed_list`, :func:`show_seeds`: seeds given and shown as ranges
+  (``10-29,60-99``).
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import multiprocessing
 import subprocess
@@ -92,3 +95,24 @@ def write_report(lines: Sequence[str], out: str | None = None) -> None:
     print(text)
     if out:
         Path(out).write_text(text + "\n")
+
+
+def seed_list(text: str) -> list[int]:
+    """Seeds from ranges and single seeds, ``"10-29,60-99"`` or ``"3,5"``: each once, in the order given."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        first, dash, last = part.strip().partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()) or (dash and int(last) < int(first)):
+            raise argparse.ArgumentTypeError(f"a seed range is N or N-M with M >= N; got {part.strip()!r} in {text!r}")
+        seeds += [s for s in range(int(first), int(last or first) + 1) if s not in seeds]
+    return seeds
+
+
+def show_seeds(seeds: list[int]) -> str:
+    """``[10, ..., 29, 60, ..., 99]`` as ``"10-29, 60-99"``."""
+    spans, start = [], 0
+    for i in range(1, len(seeds) + 1):
+        if i == len(seeds) or seeds[i] != seeds[i - 1] + 1:
+            spans.append(f"{seeds[start]}-{seeds[i - 1]}" if i - 1 > start else f"{seeds[start]}")
+            start = i
+    return ", ".join(spans)

@@ -64,6 +64,8 @@ from experiments.harness.runs import (  # noqa: E402
     pool_map,
     problem_of,
     quiet_worker,
+    seed_list,
+    show_seeds,
 )
 
 TIMING_AT = (25, 50, 100)
@@ -247,27 +249,6 @@ def timing(names: list[str], seeds: int, jobs: int, iobo: dict) -> None:
     if "iobo-gp" in runs:
         at100 = float(np.median([1000 * np.mean(r.cpu[97:100]) for r in runs["iobo-gp"]]))
         print(f"target <= 100 ms at 100 trials: {at100:.0f} ms ({'met' if at100 <= 100 else 'MISSED'})")
-
-
-def seed_list(text: str) -> list[int]:
-    """Seeds from ranges and single seeds, ``"10-29,60-99"`` or ``"3,5"``: each once, in the order given."""
-    seeds: list[int] = []
-    for part in text.split(","):
-        first, dash, last = part.strip().partition("-")
-        if not first.isdigit() or (dash and not last.isdigit()) or (dash and int(last) < int(first)):
-            raise argparse.ArgumentTypeError(f"a seed range is N or N-M with M >= N; got {part.strip()!r} in {text!r}")
-        seeds += [s for s in range(int(first), int(last or first) + 1) if s not in seeds]
-    return seeds
-
-
-def show_seeds(seeds: list[int]) -> str:
-    """``[10, ..., 29, 60, ..., 99]`` as ``"10-29, 60-99"``."""
-    spans, start = [], 0
-    for i in range(1, len(seeds) + 1):
-        if i == len(seeds) or seeds[i] != seeds[i - 1] + 1:
-            spans.append(f"{seeds[start]}-{seeds[i - 1]}" if i - 1 > start else f"{seeds[start]}")
-            start = i
-    return ", ".join(spans)
 
 
 def main(argv: list[str] | None = None) -> None:

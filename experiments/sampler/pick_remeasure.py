@@ -83,7 +83,8 @@ from experiments.harness.truth import (  # noqa: E402
     resampled_medians,
     truth_of,
 )
-from experiments.sampler.bench import seed_list, show_seeds, show_share  # noqa: E402
+from experiments.harness.runs import seed_list, show_seeds  # noqa: E402
+from experiments.sampler.bench import show_share  # noqa: E402
 
 TABLES = ("ior-tmpfs", "vpic-tmpfs-1r")  # the two tables where item 2's pick misses clearly (pooled 80 seeds)
 

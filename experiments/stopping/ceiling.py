@@ -52,7 +52,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from experiments.harness.runs import commit, write_report
+from experiments.harness.runs import commit, seed_list, show_seeds, write_report
 from experiments.stopping.identified import EXTRA_RUNS, outcome
 from experiments.stopping.joint import (FLOOR, GRID_MIN, GRID_P, PICKS, PRODUCTION_MEDIAN, PRODUCTION_WORST,
                                         ROTI_TARGET, Seed, load, part_one, stop_point)
@@ -170,23 +170,14 @@ def production_lines(seeds: list[Seed], met: dict) -> list[str]:
     return out
 
 
-def seed_set(text: str) -> set[int]:
-    """``10-29`` or ``0-9,30-59`` as a set of seeds."""
-    out: set[int] = set()
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.update(range(int(lo), int(hi or lo) + 1))
-    return out
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", required=True, help="trajectory JSON files (comma-separated)")
-    parser.add_argument("--seeds", required=True, help="the seeds scored, e.g. 10-29 or 0-9,30-59")
+    parser.add_argument("--seeds", required=True, type=seed_list, help="the seeds scored, e.g. 10-29 or 0-9,30-59")
     parser.add_argument("--out", help="also write the report here")
     parser.add_argument("--note", default="", help="appended to the header (e.g. where trajectories were computed)")
     args = parser.parse_args(argv)
-    chosen = seed_set(args.seeds)
+    chosen = set(args.seeds)
     problems: dict[str, list[Seed]] = {}
     for r in sorted(load(args.runs), key=lambda r: (r["problem"], r["seed"])):
         if r["seed"] in chosen:
@@ -197,7 +188,7 @@ def main(argv=None) -> int:
     out = [header, *(" ".join(p.split()) for p in __doc__.split("\n\n")[3:6])]
     met: dict = {}
     for name, seeds in problems.items():
-        out.append(f"\n## {name}: seeds {args.seeds} ({len(seeds)}), budget {seeds[0].budget}")
+        out.append(f"\n## {name}: seeds {show_seeds(sorted(chosen))} ({len(seeds)}), budget {seeds[0].budget}")
         out += stop_lines(seeds) + production_lines(seeds, met)
     out.append("")
     for runs in RUNS:

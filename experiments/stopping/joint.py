@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.harness.cost import cost_minutes
-from experiments.harness.runs import commit, write_report
+from experiments.harness.runs import commit, show_seeds, write_report
 from experiments.harness.truth import median_interval, truth_of
 from experiments.stopping.trajectories import problem_and_bytes, progress_at
 from iobo.stopping import (BASELINE_RUNS, PRODUCTION_MIN_TRIALS, SAVING_CALIBRATION, ConfidentStop, ProductionRuns,
@@ -248,10 +248,7 @@ def production_design(runs: list[dict]) -> tuple[float, int, list[str]]:
 
 def seed_ranges(runs: list[dict]) -> str:
     """The seeds of ``runs`` as ranges, e.g. 0-9, 30-59."""
-    seeds = sorted({r["seed"] for r in runs})
-    starts = [s for i, s in enumerate(seeds) if i == 0 or seeds[i - 1] != s - 1]
-    ends = [s for i, s in enumerate(seeds) if i == len(seeds) - 1 or seeds[i + 1] != s + 1]
-    return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in zip(starts, ends))
+    return show_seeds(sorted({r["seed"] for r in runs}))
 
 
 def calibration_lines(problems: dict[str, list[Seed]]) -> list[str]:

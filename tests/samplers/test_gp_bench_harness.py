@@ -166,7 +166,7 @@ def test_blind_sampling_is_without_replacement_default_first_and_seeded():
 
 
 def test_a_seed_list_takes_ranges_once_each_and_refuses_what_is_not_one():
-    from experiments.sampler.bench import seed_list, show_seeds
+    from experiments.harness.runs import seed_list, show_seeds
 
     assert seed_list("10-12,60-61") == [10, 11, 12, 60, 61]
     assert seed_list("3, 5-6,5") == [3, 5, 6]
