@@ -77,17 +77,18 @@ class StakeMinimum(ProductionRuns):
         super().__init__(runs, min_trials, calibration)
         self.law, self.a = law, a
 
+    def minimum(self, progress: Progress) -> int:
+        """Trials before the GP's saving is consulted: the larger of ``min_trials`` and 3 + ceil(a x f(s))."""
+        stake = self.runs * progress.mb_per_run / progress.default_mb_per_s / (progress.minutes_per_trial * 60)
+        return max(self.min_trials, BASELINE_RUNS + math.ceil(self.a * (math.log2(1 + stake) if self.law == "log"
+                                                                         else stake)))
+
     def should_stop(self, progress: Progress) -> bool:
-        if progress.trials < BASELINE_RUNS:
+        """:class:`iobo.stopping.ProductionRuns`' answer, held back before :meth:`minimum` unless no trial can pay."""
+        if not super().should_stop(progress):
             return False
-        trial_s = progress.minutes_per_trial * 60
-        if self.runs * self.io_seconds(progress) < trial_s:
-            return True
-        stake = self.runs * progress.mb_per_run / progress.default_mb_per_s / trial_s
-        extra = math.ceil(self.a * (math.log2(1 + stake) if self.law == "log" else stake))
-        if progress.trials < max(self.min_trials, BASELINE_RUNS + extra) or progress.time_gain_fraction is None:
-            return False
-        return self.counted_saving_s(progress) < trial_s
+        cannot_pay = self.runs * self.io_seconds(progress) < progress.minutes_per_trial * 60
+        return cannot_pay or progress.trials >= self.minimum(progress)
 
 
 def stop_settings(seeds: list[Seed], picked: dict):
