@@ -466,3 +466,18 @@ def test_the_identified_benchmark_counts_a_seed_reachable_if_any_stop_or_branch_
     assert ever_good(Seed([0.2, 0.3, 0.86, 0.5], []))  # the main trajectory at the first allowed stop
     assert not ever_good(Seed([0.9, 0.84, 0.5, 0.6], [800.0]))  # 90% before the default's runs end does not count
     assert ever_good(Seed([0.2, 0.3, 0.4, 0.5], [800.0, 850.0]))  # a re-measuring branch gets there
+
+
+def test_the_ceilings_stake_rule_holds_productionruns_back_until_its_stake_grown_minimum():
+    """experiments.stopping.ceiling.StakeMinimum: ProductionRuns' stop, held back before 3 + ceil(a x f(s)) trials
+    (s: the trials the stake could pay for), except when no trial can pay."""
+    from experiments.stopping.ceiling import StakeMinimum
+
+    # 1000 runs x 0.1445 s of I/O at the default / 2.1 s a trial: s = 68.8; 3 + ceil(log2(69.8)) = 10
+    rule = StakeMinimum(1000, "log", 1.0, 5, 1.0)
+    assert rule.minimum(_production(6)) == 10 and StakeMinimum(1000, "lin", 0.05, 5, 1.0).minimum(_production(6)) == 7
+    assert ProductionRuns(1000, 5, 1.0).should_stop(_production(6, saving=0.01))  # 1.4 s saved < 2.1 s: stops
+    assert not rule.should_stop(_production(6, saving=0.01))  # ... but 6 < 10 trials
+    assert rule.should_stop(_production(10, saving=0.01))
+    assert not rule.should_stop(_production(12, saving=0.05))  # 7.2 s saved > 2.1 s: ProductionRuns goes on, so does it
+    assert StakeMinimum(10, "log", 2.0, 5, 1.0).should_stop(_production(3))  # 10 runs cannot pay a trial: at once
