@@ -75,7 +75,7 @@ from scipy import stats  # noqa: E402
 from experiments.harness import TABLES_DIR  # noqa: E402
 from experiments.harness.problems import Problem, config_key, load_table  # noqa: E402
 from experiments.harness.recording import SWEEPS, measure  # noqa: E402
-from experiments.harness.runs import commit, pool_map, quiet_worker, write_report  # noqa: E402
+from experiments.harness.runs import commit, pool_map, quiet_worker, seed_list, show_seeds, write_report  # noqa: E402
 from experiments.harness.truth import (  # noqa: E402
     DRAWS,
     median_interval,
@@ -83,7 +83,6 @@ from experiments.harness.truth import (  # noqa: E402
     resampled_medians,
     truth_of,
 )
-from experiments.harness.runs import seed_list, show_seeds  # noqa: E402
 from experiments.sampler.bench import show_share  # noqa: E402
 
 TABLES = ("ior-tmpfs", "vpic-tmpfs-1r")  # the two tables where item 2's pick misses clearly (pooled 80 seeds)

@@ -91,6 +91,13 @@ class StakeMinimum(ProductionRuns):
         return cannot_pay or progress.trials >= self.minimum(progress)
 
 
+def with_pick(seeds: list[Seed], pick: tuple[int, int], picked: dict) -> list[Seed]:
+    """``seeds`` scored with the final ``pick`` (candidates, runs), built once per pick and kept in ``picked``."""
+    if pick not in picked:
+        picked[pick] = seeds if pick == (1, 1) else [Seed(s.run, pick) for s in seeds]
+    return picked[pick]
+
+
 def stop_settings(seeds: list[Seed], picked: dict):
     """(family, setting, per-seed fractions of the best, per-seed RoTI shares) for every setting of the stop
     families (parts 1 and 2); ``picked``: final pick -> the seeds scored with it (filled as needed)."""
@@ -98,12 +105,10 @@ def stop_settings(seeds: list[Seed], picked: dict):
         scores = np.array([s.score(b) for s in seeds])
         yield "fixed", f"B={b}", scores[:, 0], scores[:, 1]
     for pick in PICKS:
-        if pick not in picked:
-            picked[pick] = [Seed(s.run, pick) for s in seeds]
         for p in GRID_P:
             for m in GRID_MIN:
                 rule = ConfidentStop(p, m)
-                scores = np.array([s.score(stop_point(rule, s.run)) for s in picked[pick]])
+                scores = np.array([s.score(stop_point(rule, s.run)) for s in with_pick(seeds, pick, picked)])
                 yield "confident+pick", f"p={p} min={m} pick {pick[0]}x{pick[1]}", scores[:, 0], scores[:, 1]
     for p, m in FIRE_RULES:
         for k in EXTRA_RUNS:
@@ -112,11 +117,11 @@ def stop_settings(seeds: list[Seed], picked: dict):
                    np.array([e.share(s) for e, s in zip(ends, seeds)]))
 
 
-def stop_lines(seeds: list[Seed]) -> list[str]:
+def stop_lines(seeds: list[Seed], picked: dict) -> list[str]:
     """Per stop family: how many settings meet part 1, the best part-2 median among them and overall, and
-    how many meet both."""
+    how many meet both (``picked``: as :func:`with_pick`)."""
     rows = [(family, setting, part_one(fractions), int(np.sum(fractions >= FLOOR)), float(fractions.min()),
-             float(np.median(shares))) for family, setting, fractions, shares in stop_settings(seeds, {(1, 1): seeds})]
+             float(np.median(shares))) for family, setting, fractions, shares in stop_settings(seeds, picked)]
     out = ["  the stop (parts 1 and 2):"]
     for family in dict.fromkeys(r[0] for r in rows):
         mine = [r for r in rows if r[0] == family]
@@ -142,18 +147,15 @@ def production_settings(runs: int, budget: int):
                 for m in GP_MIN for c in PICK_CALIBRATION for k, r in PICKS[1:])
 
 
-def production_lines(seeds: list[Seed], met: dict) -> list[str]:
+def production_lines(seeds: list[Seed], picked: dict, met: dict) -> list[str]:
     """Per N and family: the smallest worst seed, the smallest median and how many settings meet both targets;
-    ``met`` counts, per (N, family, setting), the problems where it meets both."""
-    picked: dict = {(1, 1): seeds}
+    ``met`` counts, per (N, family, setting), the problems where it meets both (``picked``: as :func:`with_pick`)."""
     out = []
     for runs in RUNS:
         rows = []
         for family, setting, rule, pick in production_settings(runs, seeds[0].budget):
-            if pick not in picked:
-                picked[pick] = [Seed(s.run, pick) for s in seeds]
             values = [p.total_s(stop_point(rule, s.run), runs) / s.optimal_total_s(runs)
-                      for p, s in zip(picked[pick], seeds)]
+                      for p, s in zip(with_pick(seeds, pick, picked), seeds)]
             median, worst = float(np.median(values)), max(values)
             ok = median <= PRODUCTION_MEDIAN and worst <= PRODUCTION_WORST
             rows.append((family, setting, median, worst, ok))
@@ -190,7 +192,8 @@ def main(argv=None) -> int:
     met: dict = {}
     for name, seeds in problems.items():
         out.append(f"\n## {name}: seeds {show_seeds(sorted(chosen))} ({len(seeds)}), budget {seeds[0].budget}")
-        out += stop_lines(seeds) + production_lines(seeds, met)
+        picked: dict = {}
+        out += stop_lines(seeds, picked) + production_lines(seeds, picked, met)
     out.append("")
     for runs in RUNS:
         full = [f"{family} {setting}" for (n, family, setting), count in met.items()
