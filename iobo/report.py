@@ -191,6 +191,8 @@ class StudyReport:
                 return (f"none: the recommended configuration is the system default (no change was shown to help; "
                         f"undecided: {self.minimal.undecided_knobs()})")
             return "none: the recommended configuration is the system default (no change beat the noise)"
+        if self.headline is None and self.confirm_plan and self.confirm_plan.get("pairs") == 0:
+            return f"not measured: {self.confirm_plan['why']}"  # e.g. the stop rule's stake pays for no re-measuring
         if self.headline is None:
             return ("not measured yet: `iobo confirm` re-measures the default and the recommended configuration, "
                     "interleaved (a best single run is not a speedup)")

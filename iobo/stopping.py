@@ -121,6 +121,11 @@ class StopRule(abc.ABC):
         not stopped: "the GP is 83% sure ...; stops at 90%"); empty when the rule has nothing to add."""
         return ""
 
+    def checking_budget_s(self, progress: Progress) -> float:
+        """Seconds the walk-back and the confirmation after the search are worth measuring, by the rule's own
+        economics (``math.inf``: the rule sets no limit; :meth:`Tuner.confirm` then keeps its own)."""
+        return math.inf
+
 
 def _percent(fraction: float) -> str:
     return f"{100 * fraction:.0f}%"
@@ -358,6 +363,14 @@ class ProductionRuns(StopRule):
         if progress.trials < self.min_trials or progress.time_gain_fraction is None:
             return False
         return self.counted_saving_s(progress) < trial_s
+
+    def checking_budget_s(self, progress: Progress) -> float:
+        """The stake: seconds of I/O ``runs`` production runs spend at the system default (a whole trial's per
+        run when the MB are unknown).  No configuration can save them more, so checking the recommendation
+        after the search (walk-back, confirmation) is worth at most that."""
+        if progress.mb_per_run is None:
+            return self.runs * progress.minutes_per_trial * 60
+        return self.runs * progress.mb_per_run / progress.default_mb_per_s
 
     def counted_saving_s(self, progress: Progress) -> float:
         """Seconds of I/O the next trial is expected to save ``runs`` production runs, as the rule counts them

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import signal
 import time
 import uuid
@@ -307,10 +308,21 @@ class Tuner:
         """:meth:`confirm`'s runs, by the holder of the study's phase lease."""
         from iobo.minimize import current_minimal, proposed
 
-        if minimize and current_minimal(study, best) is None:
-            self.minimize(pairs)
-        values, source = proposed(study, self.space, self.workload, minimal=minimize)  # --no-minimize: the whole one
+        started = time.monotonic()
         default = self.space.default()
+        changes = sum(1 for name, value in trials.config_of(best).items() if default.get(name, value) != value)
+        budget_s, trial_s = self._checking_budget_s(study)
+        checks = checking_plan(budget_s if changes else math.inf, trial_s, repeats, pairs, changes,
+                               self.walk_back_budget_s)  # the best is the default: nothing to check, said below
+        if checks["why"]:
+            self._say(f"stop rule {type(self.stop_rule).__name__}: {checks['why']}")
+        if not checks["confirm"]:
+            study.set_user_attr(trials.CONFIRM_PLAN_ATTR, {"pairs": 0, "why": checks["why"]})
+            return
+        minimize = minimize and (checks["walk_back"] or current_minimal(study, best) is not None)
+        if minimize and current_minimal(study, best) is None:
+            self.minimize(pairs, budget_s=checks["walk_back_budget_s"])
+        values, source = proposed(study, self.space, self.workload, minimal=minimize)  # --no-minimize: the whole one
         minimal = current_minimal(study, best)
         if IOConfig(values, self.space).is_default():
             plan = {"pairs": 0, "why": "the recommended configuration is the system default: nothing to re-measure"}
@@ -324,6 +336,8 @@ class Tuner:
                 self._say(f"{source} is the system default: no speedup to confirm, keep the default")
             return
         plan = confirm_plan(study, minimal.expected_speedup if minimal else 1.0, repeats)
+        if budget_s < math.inf:  # the pairs the rest of the stake pays for, the first `repeats` always
+            plan = within_pairs(plan, max(repeats, int((budget_s - (time.monotonic() - started)) // (2 * trial_s))))
         study.set_user_attr(trials.CONFIRM_PLAN_ATTR, plan)
         self._say(f"re-measuring the default and {source}, {plan['pairs']} times each, interleaved ({plan['why']})")
         self.measure(study, _pairs_of(default, values, plan["pairs"]))
@@ -360,10 +374,21 @@ class Tuner:
             self._say(f"confirmation: {confirmation.describe()} after {confirmation.pairs} pairs, "
                       f"{confirmation.verdict_text()}")
 
+    def _checking_budget_s(self, study) -> tuple[float, float]:
+        """(seconds the stop rule lets the walk-back and the confirmation measure, ``math.inf`` without a limit;
+        seconds a run costs, the study's average tuning trial)."""
+        from iobo.stopping import study_progress
+
+        progress = study_progress(study) if self.stop_rule is not None else None
+        if progress is None or not progress.trials:
+            return math.inf, 0.0
+        return self.stop_rule.checking_budget_s(progress), progress.minutes_per_trial * 60
+
     @_one_runner
-    def minimize(self, pairs: int = 3, confirm_pairs: int | None = None):
+    def minimize(self, pairs: int = 3, confirm_pairs: int | None = None, budget_s: float | None = None):
         """Find which of the best trial's changes matter (:func:`iobo.minimize.walk_back`, ``pairs`` per test;
-        ``confirm_pairs``: the pairs of a fixed confirmation that follows, elsewhere); stores and returns the
+        ``confirm_pairs``: the pairs of a fixed confirmation that follows, elsewhere; ``budget_s``: its budget in
+        seconds, default the tuner's ``walk_back_budget_s``); stores and returns the
         :class:`iobo.minimize.Minimal` (study attr ``minimal``).
 
         Once per study: when another tuner of the study holds its phase lease
@@ -382,11 +407,12 @@ class Tuner:
             if minimal is not None:
                 self._say_concluded(study, best, done, "walk-back")
                 return minimal
-            minimal = self._minimize(study, best, pairs, confirm_pairs)
+            minimal = self._minimize(study, best, pairs, confirm_pairs,
+                                     self.walk_back_budget_s if budget_s is None else budget_s)
             trials.record_concluded(study, "minimize", best.number, self._token)
         return minimal
 
-    def _minimize(self, study, best, pairs: int, confirm_pairs: int | None = None):
+    def _minimize(self, study, best, pairs: int, confirm_pairs: int | None, budget_s: float):
         """:meth:`minimize`'s walk-back, by the holder of the study's phase lease."""
         from iobo.importance import ablation_shares
         from iobo.minimize import MINIMAL_ATTR, walk_back
@@ -396,7 +422,7 @@ class Tuner:
         self._say(f"minimizing trial {best.number}'s configuration: which of its changes matter ({pairs} "
                   f"interleaved pairs per test; an undecided test gets {pairs} more at a time, up to "
                   f"{max(MAX_TEST_PAIRS, pairs)} pairs and {MAX_TEST_SECONDS:g} s of extra pairs, while the "
-                  f"walk-back's budget of {self.walk_back_budget_s:g} s lasts"
+                  f"walk-back's budget of {budget_s:g} s lasts"
                   + (f", and while it could still show a gain a confirmation of {confirm_pairs} pairs can show"
                      if confirm_pairs else "") + ")")
 
@@ -404,7 +430,7 @@ class Tuner:
             return [t.value for t in self.measure(study, [(v, {"role": trials.ROLE_MINIMIZE, **a}) for v, a in runs])]
 
         minimal = walk_back(self.space, self.workload, trials.config_of(best), best.number, measure,
-                            importance, not_applied, pairs, budget_s=self.walk_back_budget_s,
+                            importance, not_applied, pairs, budget_s=budget_s,
                             confirm_pairs=confirm_pairs)
         study.set_user_attr(MINIMAL_ATTR, minimal.to_attr())
         self._say(minimal.describe())
@@ -909,7 +935,6 @@ def confirm_plan(study, expected_speedup: float, repeats: int) -> dict[str, Any]
     to, ``CONFIRM_AT_MOST`` times ``repeats`` and at least ``INTERVAL_MIN_RUNS``). The noise is the standard
     deviation of ``log(MB/s)`` over the study's default runs (:func:`iobo.trials.baseline`; none with fewer
     than 3)."""
-    import math
     import statistics
 
     from iobo.measure import INTERVAL_MIN_RUNS, planned_pairs
@@ -928,6 +953,45 @@ def confirm_plan(study, expected_speedup: float, repeats: int) -> dict[str, Any]
                f"{len(runs)} default runs; at least {at_least}, at most {at_most}")
     return {"pairs": pairs, "at_most": at_most, "noise_sd_log": sd, "default_runs": len(runs),
             "expected_speedup": expected_speedup, "why": why}
+
+
+def checking_plan(budget_s: float, trial_s: float, repeats: int, pairs: int, changes: int,
+                  walk_back_budget_s: float) -> dict[str, Any]:
+    """What the walk-back and the confirmation after the search may measure within ``budget_s`` seconds (the stop
+    rule's :meth:`iobo.stopping.StopRule.checking_budget_s`; ``math.inf``: no limit) at ``trial_s`` seconds a run:
+    ``{"confirm", "walk_back", "walk_back_budget_s", "why"}`` (``why`` empty without a limit).  The confirmation's
+    first ``repeats`` pairs come first, or nothing is re-measured; the walk-back runs only when the rest also pays
+    its first ``pairs`` pairs for each of the best configuration's ``changes`` from the default, and its budget
+    (``walk_back_budget_s``) is cut to that rest."""
+    if budget_s == math.inf:
+        return {"confirm": True, "walk_back": True, "walk_back_budget_s": walk_back_budget_s, "why": ""}
+    stake = f"the stake, {budget_s:,.1f} s of the production runs' I/O at the default,"
+    confirm_s = 2 * repeats * trial_s
+    if budget_s < confirm_s:
+        return {"confirm": False, "walk_back": False, "walk_back_budget_s": 0.0,
+                "why": f"{stake} is below the cost of the confirmation's first {repeats} pairs ({confirm_s:,.1f} s "
+                       f"at {trial_s:,.1f} s a run): nothing re-measured, so no speedup is claimed (`iobo confirm` "
+                       f"re-measures anyway)"}
+    rest_s = budget_s - confirm_s
+    walk_s = 2 * pairs * changes * trial_s
+    if rest_s < walk_s:
+        return {"confirm": True, "walk_back": False, "walk_back_budget_s": 0.0,
+                "why": f"{stake} less the confirmation's first {repeats} pairs leaves {rest_s:,.1f} s, below the "
+                       f"walk-back's first {pairs} pairs for each of {changes} change(s) ({walk_s:,.1f} s): the whole "
+                       f"configuration is confirmed, without testing which changes matter"}
+    budget = min(walk_back_budget_s, rest_s)
+    return {"confirm": True, "walk_back": True, "walk_back_budget_s": budget,
+            "why": f"{stake} bounds the walk-back's budget to {budget:,.1f} s and the confirmation's pairs to what "
+                   f"is left"}
+
+
+def within_pairs(plan: dict[str, Any], affordable: int) -> dict[str, Any]:
+    """``plan`` (:func:`confirm_plan`) with its pairs and ``at_most`` cut to ``affordable`` pairs, its ``why``
+    saying so when that cut anything."""
+    if plan["pairs"] <= affordable and plan["at_most"] <= affordable:
+        return plan
+    return {**plan, "pairs": min(plan["pairs"], affordable), "at_most": min(plan["at_most"], affordable),
+            "why": plan["why"] + f"; at most {affordable} pairs, what the stake pays for"}
 
 
 def confirmation_round(confirmation, done: int, at_most: int, repeats: int, extra_s: float) -> tuple[int, str]:

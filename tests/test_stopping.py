@@ -345,6 +345,16 @@ def test_production_runs_stops_at_once_when_no_configuration_can_pay_for_a_trial
     assert not ProductionRuns(1000).should_stop(_production(4))  # before the GP: goes on
 
 
+def test_production_runs_bounds_the_checking_after_the_search_by_its_stake():
+    """Issue 31, item 3: the walk-back and the confirmation after the search are worth at most what N production
+    runs spend in I/O at the default (no configuration can save more): 134.2 MB at the default's 700 MB/s is
+    0.192 s a run; unknown MB count a whole 2.1 s trial a run; a rule without a stake sets no limit."""
+    progress = Progress([2.1 / 60 * i for i in range(1, 7)], [929.0] * 6, 700.0, None, None, None, 0.05, 134.2)
+    assert ProductionRuns(100).checking_budget_s(progress) == pytest.approx(100 * 134.2 / 700.0)
+    assert ProductionRuns(100).checking_budget_s(_production(6, mb=None)) == pytest.approx(100 * 2.1)
+    assert ConfidentStop().checking_budget_s(progress) == math.inf
+
+
 def test_production_runs_weighs_the_expected_saving_over_n_runs_against_a_trial():
     # the whole saving counted (calibration=1): 1000 runs x 0.144 s x 5% = 7.2 s > 2.1 s: measure on; x 1% = 1.44 s < 2.1 s: stop
     assert not ProductionRuns(1000, calibration=1).should_stop(_production(6, saving=0.05))

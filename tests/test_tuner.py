@@ -20,7 +20,9 @@ from iobo.minimize import MINIMAL_ATTR, UNDECIDED, Confirmation, Minimal, Step, 
 from iobo.report import build_report
 from iobo.trials import (CONFIRM_PLAN_ATTR, INCUMBENT_ATTR, ROLE_CONFIRM_BEST, ROLE_CONFIRM_DEFAULT, ROLE_DEFAULT,
                          ROLE_SEARCH, baseline, best_trial)
-from iobo.tuner import CONFIRM_AT_MOST, CONFIRM_EXTRA_SECONDS, Tuner, confirm_plan, confirmation_round
+from iobo.stopping import ProductionRuns
+from iobo.tuner import (CONFIRM_AT_MOST, CONFIRM_EXTRA_SECONDS, Tuner, checking_plan, confirm_plan, confirmation_round,
+                         within_pairs)
 
 from experiments.harness.faults import write_launcher
 from support.processes import AS_FOREGROUND
@@ -574,9 +576,10 @@ def test_a_walk_back_budget_that_is_not_seconds_stops_iobo_tune_before_anything_
     assert not list(scratch.iterdir()) and optuna.get_all_study_names(storage) == []
 
 
-def _study_with_one_faster_trial(storage, scratch, said, **kwargs):
+def _study_with_one_faster_trial(storage, scratch, said, trial_attrs=None, **kwargs):
     """A VPIC study of 3 default runs and a faster search trial (trial 3) that changes files and meta_block_size,
-    with a tuner whose lines go to ``said`` (a real local runner: what it measures runs)."""
+    each with ``trial_attrs``, with a tuner whose lines go to ``said`` (a real local runner: what it measures
+    runs)."""
     from iobo.runners.local import LocalRunner
 
     from support.studies import add, defaults
@@ -584,8 +587,8 @@ def _study_with_one_faster_trial(storage, scratch, said, **kwargs):
     tuner = Tuner(kernel="vpic", ranks=2, storage=storage, study="walk", workdir=str(scratch),
                   kernel_options=SMALL_VPIC, runner=LocalRunner(), echo=said.append, warmup=False, **kwargs)
     study = tuner.open_study()
-    defaults(study)
-    add(study, 150.0, ROLE_SEARCH, 4, {"files": "per_process", "meta_block_size": 32768})
+    defaults(study, **(trial_attrs or {}))
+    add(study, 150.0, ROLE_SEARCH, 4, {"files": "per_process", "meta_block_size": 32768}, **(trial_attrs or {}))
     return tuner, study
 
 
@@ -604,6 +607,63 @@ def test_a_walk_back_with_no_budget_left_gives_each_test_its_first_pairs_and_say
     assert {t.user_attrs["pair"] for t in walk} <= {0, 1, 2}  # no test measured a 4th pair
     assert minimal.budget_s == 0 and minimal.ended_by_budget == any(s.verdict == "undecided" for s in minimal.steps)
     assert Minimal.from_attr(study.user_attrs[MINIMAL_ATTR]) == minimal
+
+
+def _staked_study(storage, scratch, said, runs):
+    """:func:`_study_with_one_faster_trial` of 1-minute trials moving 100 MB each, whose tuner has the stop rule
+    of ``--production-runs runs``: at the default's 100 MB/s, a stake of ``runs`` seconds of I/O."""
+    return _study_with_one_faster_trial(storage, scratch, said, {"bytes": 100e6}, stop_rule=ProductionRuns(runs))
+
+
+def test_a_stake_below_the_confirmations_first_pairs_re_measures_nothing_and_says_so(storage, scratch):
+    """Issue 31, item 3: with --production-runs 100, 100 production runs of 1 s of I/O at the default are not
+    worth the confirmation's first 5 pairs of 60 s runs (600 s): nothing runs, the plan and the report say why,
+    and no speedup is claimed."""
+    said = []
+    tuner, study = _staked_study(storage, scratch, said, 100)
+    before = len(study.get_trials())
+    tuner.confirm(5)
+    assert len(study.get_trials()) == before
+    why = ("the stake, 100.0 s of the production runs' I/O at the default, is below the cost of the confirmation's "
+           "first 5 pairs (600.0 s at 60.0 s a run): nothing re-measured, so no speedup is claimed (`iobo confirm` "
+           "re-measures anyway)")
+    assert study.user_attrs[CONFIRM_PLAN_ATTR] == {"pairs": 0, "why": why}
+    assert f"stop rule ProductionRuns: {why}" in said
+    report = build_report(study)
+    assert report.speedup is None and f"not measured: {why}" in report.text()
+
+
+def test_a_stake_that_pays_the_confirmation_but_not_the_walk_back_confirms_the_whole_configuration(storage, scratch):
+    """Real runs: a stake of 700 s pays the confirmation's first 5 pairs (600 s) and leaves 100 s, below the
+    walk-back's first 3 pairs for each of trial 3's 2 changes (720 s): no walk-back, the whole configuration
+    re-measured in 5 pairs, and an undecided confirmation may not grow past them (at most 5, not 20)."""
+    said = []
+    tuner, study = _staked_study(storage, scratch, said, 700)
+    tuner.confirm(5)
+    roles = [t.user_attrs.get("role") for t in study.get_trials()]
+    assert "minimize" not in roles and MINIMAL_ATTR not in study.user_attrs
+    assert roles.count(ROLE_CONFIRM_DEFAULT) == roles.count(ROLE_CONFIRM_BEST) == 5
+    plan = study.user_attrs[CONFIRM_PLAN_ATTR]
+    assert plan["pairs"] == plan["at_most"] == 5 and plan["why"] == "as asked; at most 5 pairs, what the stake pays for"
+    best = [t for t in study.get_trials() if t.user_attrs.get("role") == ROLE_CONFIRM_BEST][0]
+    assert best.user_attrs["config"]["meta_block_size"] == 32768 and best.user_attrs["config"]["files"] == "per_process"
+    assert any("leaves 100.0 s, below the walk-back's first 3 pairs for each of 2 change(s) (720.0 s)" in line
+               for line in said)
+
+
+def test_the_checking_plan_spends_the_stake_on_the_confirmation_first_then_the_walk_back():
+    """checking_plan at 2 s a run, 5 confirmation pairs (20 s) and 3 walk-back pairs for each of 2 changes (24 s)."""
+    free = checking_plan(math.inf, 2.0, 5, 3, 2, 900.0)
+    assert free == {"confirm": True, "walk_back": True, "walk_back_budget_s": 900.0, "why": ""}
+    assert not checking_plan(19.9, 2.0, 5, 3, 2, 900.0)["confirm"]
+    assert checking_plan(43.9, 2.0, 5, 3, 2, 900.0)["walk_back"] is False  # 23.9 s left < 24 s
+    bounded = checking_plan(100.0, 2.0, 5, 3, 2, 900.0)
+    assert bounded["walk_back"] and bounded["walk_back_budget_s"] == 80.0  # the rest after the first pairs
+    assert checking_plan(1e6, 2.0, 5, 3, 2, 900.0)["walk_back_budget_s"] == 900.0  # never more than asked
+    plan = {"pairs": 8, "at_most": 20, "why": "planned"}
+    assert within_pairs(plan, 30) is plan
+    assert within_pairs(plan, 6) == {"pairs": 6, "at_most": 6,
+                                     "why": "planned; at most 6 pairs, what the stake pays for"}
 
 
 def test_keeping_the_default_for_want_of_evidence_names_the_undecided_knobs(storage, scratch):

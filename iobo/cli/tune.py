@@ -88,7 +88,9 @@ def add_parser(sub) -> None:
                         "--production-runs runs less time than it costs (production-runs)")
     p.add_argument("--production-runs", metavar="N",
                    help="the runs the tuned configuration will serve: tuning stops when the next trial's expected "
-                        "saving over N runs' I/O time is below its cost (implies --stop-rule production-runs)")
+                        "saving over N runs' I/O time is below its cost (implies --stop-rule production-runs); "
+                        "that stake, N runs' I/O time at the default, also bounds the walk-back and the "
+                        "confirmation after it")
     p.add_argument("--confirm", type=common.non_negative_int, default=INTERVAL_MIN_RUNS, metavar="N",
                    help="afterwards, find the minimal configuration (which changes matter) and re-measure it and "
                         "the default at least N times each, interleaved, for a speedup with a confidence interval "
