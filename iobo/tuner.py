@@ -979,7 +979,7 @@ def checking_plan(budget_s: float, trial_s: float, repeats: int, pairs: int, cha
                 "why": f"{stake} less the confirmation's first {repeats} pairs leaves {rest_s:,.1f} s, below the "
                        f"walk-back's first {pairs} pairs for each of {changes} change(s) ({walk_s:,.1f} s): the whole "
                        f"configuration is confirmed, without testing which changes matter"}
-    budget = min(walk_back_budget_s, rest_s)
+    budget = min(walk_back_budget_s, float(int(rest_s)))  # whole seconds
     return {"confirm": True, "walk_back": True, "walk_back_budget_s": budget,
             "why": f"{stake} bounds the walk-back's budget to {budget:,.1f} s and the confirmation's pairs to what "
                    f"is left"}
