@@ -631,6 +631,11 @@ def test_a_stake_below_the_confirmations_first_pairs_re_measures_nothing_and_say
     assert f"stop rule ProductionRuns: {why}" in said
     report = build_report(study)
     assert report.speedup is None and f"not measured: {why}" in report.text()
+    # `iobo confirm` (a tuner of the study without the stop rule) re-measures anyway, as the line says
+    Tuner(kernel="vpic", ranks=2, storage=storage, study="walk", workdir=str(scratch), kernel_options=SMALL_VPIC,
+          runner=tuner.runner, echo=None, warmup=False).confirm(5, minimize=False)
+    roles = [t.user_attrs.get("role") for t in study.get_trials()]
+    assert roles.count(ROLE_CONFIRM_DEFAULT) == roles.count(ROLE_CONFIRM_BEST) >= 5
 
 
 def test_a_stake_that_pays_the_confirmation_but_not_the_walk_back_confirms_the_whole_configuration(storage, scratch):
