@@ -282,7 +282,10 @@ class Tuner:
         undecided is reported as undecided, with the pairs that would
         settle it, not as no gain. The plan is the study attr
         ``confirm_plan``. Nothing runs when the recommended configuration is
-        the system default. Returns the study.
+        the system default. A stop rule with a stake (``--production-runs N``:
+        :meth:`iobo.stopping.StopRule.checking_budget_s`) bounds what the
+        walk-back and the confirmation measure (:func:`checking_plan`): below
+        the first ``repeats`` pairs nothing runs. Returns the study.
 
         The phases after the search run once per study: several tuners of
         one study take turns through a lease stored on it (:meth:`_concluding`),
