@@ -315,15 +315,17 @@ class Tuner:
         default = self.space.default()
         changes = sum(1 for name, value in trials.config_of(best).items() if default.get(name, value) != value)
         budget_s, trial_s = self._checking_budget_s(study)
-        checks = checking_plan(budget_s if changes else math.inf, trial_s, repeats, pairs, changes,
-                               self.walk_back_budget_s)  # the best is the default: nothing to check, said below
+        walk_back = minimize and current_minimal(study, best) is None  # not yet walked back
+        checks = checking_plan(budget_s if changes else math.inf, trial_s, repeats, pairs,
+                               changes if walk_back else 0, self.walk_back_budget_s)  # no changes: said below
         if checks["why"]:
             self._say(f"stop rule {type(self.stop_rule).__name__}: {checks['why']}")
         if not checks["confirm"]:
             study.set_user_attr(trials.CONFIRM_PLAN_ATTR, {"pairs": 0, "why": checks["why"]})
             return
-        minimize = minimize and (checks["walk_back"] or current_minimal(study, best) is not None)
-        if minimize and current_minimal(study, best) is None:
+        if walk_back and not checks["walk_back"]:
+            minimize = False  # the stake cannot pay the walk-back: the whole configuration is confirmed
+        elif walk_back:
             self.minimize(pairs, budget_s=checks["walk_back_budget_s"])
         values, source = proposed(study, self.space, self.workload, minimal=minimize)  # --no-minimize: the whole one
         minimal = current_minimal(study, best)
@@ -964,8 +966,8 @@ def checking_plan(budget_s: float, trial_s: float, repeats: int, pairs: int, cha
     rule's :meth:`iobo.stopping.StopRule.checking_budget_s`; ``math.inf``: no limit) at ``trial_s`` seconds a run:
     ``{"confirm", "walk_back", "walk_back_budget_s", "why"}`` (``why`` empty without a limit).  The confirmation's
     first ``repeats`` pairs come first, or nothing is re-measured; the walk-back runs only when the rest also pays
-    its first ``pairs`` pairs for each of the best configuration's ``changes`` from the default, and its budget
-    (``walk_back_budget_s``) is cut to that rest."""
+    its first ``pairs`` pairs for each of the best configuration's ``changes`` from the default (0: no walk-back
+    to run), and its budget (``walk_back_budget_s``) is cut to that rest."""
     if budget_s == math.inf:
         return {"confirm": True, "walk_back": True, "walk_back_budget_s": walk_back_budget_s, "why": ""}
     stake = f"the stake, {budget_s:,.1f} s of the production runs' I/O at the default,"
@@ -983,9 +985,9 @@ def checking_plan(budget_s: float, trial_s: float, repeats: int, pairs: int, cha
                        f"walk-back's first {pairs} pairs for each of {changes} change(s) ({walk_s:,.1f} s): the whole "
                        f"configuration is confirmed, without testing which changes matter"}
     budget = min(walk_back_budget_s, float(int(rest_s)))  # whole seconds
-    return {"confirm": True, "walk_back": True, "walk_back_budget_s": budget,
-            "why": f"{stake} bounds the walk-back's budget to {budget:,.1f} s and the confirmation's pairs to what "
-                   f"is left"}
+    bounds = f"the walk-back's budget to {budget:,.1f} s and " if changes else ""
+    return {"confirm": True, "walk_back": bool(changes), "walk_back_budget_s": budget,
+            "why": f"{stake} bounds {bounds}the confirmation's pairs to what it pays for"}
 
 
 def within_pairs(plan: dict[str, Any], affordable: int) -> dict[str, Any]:

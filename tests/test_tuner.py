@@ -649,7 +649,8 @@ def test_a_stake_that_pays_the_confirmation_but_not_the_walk_back_confirms_the_w
     assert "minimize" not in roles and MINIMAL_ATTR not in study.user_attrs
     assert roles.count(ROLE_CONFIRM_DEFAULT) == roles.count(ROLE_CONFIRM_BEST) == 5
     plan = study.user_attrs[CONFIRM_PLAN_ATTR]
-    assert plan["pairs"] == plan["at_most"] == 5 and plan["why"] == "as asked; at most 5 pairs, what the stake pays for"
+    assert plan["pairs"] == plan["at_most"] == 5  # undecided or not: the stake pays for no more
+    assert plan["why"].startswith("as asked; at most 5 pairs, what the stake pays for")
     best = [t for t in study.get_trials() if t.user_attrs.get("role") == ROLE_CONFIRM_BEST][0]
     assert best.user_attrs["config"]["meta_block_size"] == 32768 and best.user_attrs["config"]["files"] == "per_process"
     assert any("leaves 100.0 s, below the walk-back's first 3 pairs for each of 2 change(s) (720.0 s)" in line
@@ -665,6 +666,11 @@ def test_the_checking_plan_spends_the_stake_on_the_confirmation_first_then_the_w
     bounded = checking_plan(100.0, 2.0, 5, 3, 2, 900.0)
     assert bounded["walk_back"] and bounded["walk_back_budget_s"] == 80.0  # the rest after the first pairs
     assert checking_plan(1e6, 2.0, 5, 3, 2, 900.0)["walk_back_budget_s"] == 900.0  # never more than asked
+    assert bounded["why"] == ("the stake, 100.0 s of the production runs' I/O at the default, bounds the walk-back's "
+                              "budget to 80.0 s and the confirmation's pairs to what it pays for")
+    no_walk_back = checking_plan(30.0, 2.0, 5, 3, 0, 900.0)  # --no-minimize, or walked back before
+    assert no_walk_back["confirm"] and not no_walk_back["walk_back"]
+    assert no_walk_back["why"].endswith("default, bounds the confirmation's pairs to what it pays for")
     plan = {"pairs": 8, "at_most": 20, "why": "planned"}
     assert within_pairs(plan, 30) is plan
     assert within_pairs(plan, 6) == {"pairs": 6, "at_most": 6,
