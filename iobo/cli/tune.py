@@ -90,7 +90,7 @@ def add_parser(sub) -> None:
                    help="the runs the tuned configuration will serve: tuning stops when the next trial's expected "
                         "saving over N runs' I/O time is below its cost (implies --stop-rule production-runs); "
                         "that stake, N runs' I/O time at the default, also bounds the walk-back and the "
-                        "confirmation after it")
+                        "confirmation after it (not with --via-kernel)")
     p.add_argument("--confirm", type=common.non_negative_int, default=INTERVAL_MIN_RUNS, metavar="N",
                    help="afterwards, find the minimal configuration (which changes matter) and re-measure it and "
                         "the default at least N times each, interleaved, for a speedup with a confidence interval "
