@@ -366,9 +366,9 @@ class ProductionRuns(StopRule):
 
     def checking_budget_s(self, progress: Progress) -> float:
         """The stake: seconds of I/O ``runs`` production runs spend at the system default (a whole trial's per
-        run when the MB are unknown).  No configuration can save them more, so checking the recommendation
-        after the search (walk-back, confirmation) is worth at most that."""
-        if progress.mb_per_run is None:
+        run when the MB or the default's bandwidth are unknown).  No configuration can save them more, so
+        checking the recommendation after the search (walk-back, confirmation) is worth at most that."""
+        if progress.mb_per_run is None or not progress.default_mb_per_s > 0:
             return self.runs * progress.minutes_per_trial * 60
         return self.runs * progress.mb_per_run / progress.default_mb_per_s
 

@@ -352,6 +352,8 @@ def test_production_runs_bounds_the_checking_after_the_search_by_its_stake():
     progress = Progress([2.1 / 60 * i for i in range(1, 7)], [929.0] * 6, 700.0, None, None, None, 0.05, 134.2)
     assert ProductionRuns(100).checking_budget_s(progress) == pytest.approx(100 * 134.2 / 700.0)
     assert ProductionRuns(100).checking_budget_s(_production(6, mb=None)) == pytest.approx(100 * 2.1)
+    stalled = Progress([2.1 / 60 * i for i in range(1, 7)], [929.0] * 6, 0.0, None, None, None, 0.05, 134.2)
+    assert ProductionRuns(100).checking_budget_s(stalled) == pytest.approx(100 * 2.1)  # a default median of 0 MB/s
     assert ConfidentStop().checking_budget_s(progress) == math.inf
 
 
