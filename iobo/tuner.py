@@ -309,11 +309,11 @@ class Tuner:
 
     def _confirm(self, study, best, repeats: int, minimize: bool, pairs: int) -> None:
         """:meth:`confirm`'s runs, by the holder of the study's phase lease."""
-        from iobo.minimize import current_minimal, proposed
+        from iobo.minimize import changed_knobs, current_minimal, proposed
 
         started = time.monotonic()
         default = self.space.default()
-        changes = sum(1 for name, value in trials.config_of(best).items() if default.get(name, value) != value)
+        changes = len(changed_knobs(self.space, trials.config_of(best)))  # what the walk-back would test
         budget_s, trial_s = self._checking_budget_s(study)
         walk_back = minimize and current_minimal(study, best) is None  # not yet walked back
         checks = checking_plan(budget_s if changes else math.inf, trial_s, repeats, pairs,
